@@ -1,0 +1,162 @@
+/**
+ * Error classes. Every error carries a stable `code`, a one-line message, the `cause` where
+ * there is one, and the per-node outcomes of every attempt, as plain data.
+ * @module
+ */
+import type { AttemptReport, NodeOutcome } from "./report.js";
+
+/** Stable error codes, one per error class. */
+export type RedlockErrorCode =
+  | "INVALID_ARGUMENT"
+  | "CONFIGURATION"
+  | "LOCK_HELD"
+  | "QUORUM_UNAVAILABLE"
+  | "VALIDITY_EXHAUSTED"
+  | "ACQUIRE_TIMEOUT"
+  | "ABORTED"
+  | "LOCK_EXPIRED"
+  | "EXTEND_FAILED"
+  | "EXTENSION_LIMIT"
+  | "LOCK_LOST"
+  | "NODE_ERROR";
+
+/** Base class of every error this library throws. */
+export class RedlockError extends Error {
+  /** Stable, machine-readable error code. */
+  readonly code: RedlockErrorCode;
+  /** Every attempt made by the failed operation, oldest first, each with its per-node outcomes. */
+  readonly attempts: readonly AttemptReport[];
+
+  constructor(
+    code: RedlockErrorCode,
+    message: string,
+    options: { cause?: unknown; attempts?: readonly AttemptReport[] } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.attempts = options.attempts ?? [];
+  }
+
+  /** The per-node outcomes of the last attempt (empty when no attempt was made). */
+  get nodes(): readonly NodeOutcome[] {
+    return this.attempts.at(-1)?.nodes ?? [];
+  }
+}
+
+/** An argument is out of range or of the wrong type (TTL, resource name, option value). Nothing was sent. */
+export class InvalidArgumentError extends RedlockError {
+  constructor(message: string) {
+    super("INVALID_ARGUMENT", message);
+  }
+}
+
+/**
+ * The client is misconfigured: an empty or duplicate node list, a bad URL, a quorum below a
+ * majority, or a node that refused our credentials (HTTP 401/403). Retrying cannot help.
+ */
+export class ConfigurationError extends RedlockError {
+  /** The node whose answer revealed the mistake, when there is one. */
+  readonly node: string | undefined;
+  constructor(message: string, options: { node?: string; cause?: unknown; attempts?: readonly AttemptReport[] } = {}) {
+    super("CONFIGURATION", message, options);
+    this.node = options.node;
+  }
+}
+
+/** The lock is held by someone else on enough nodes that no quorum could be reached. */
+export class LockHeldError extends RedlockError {
+  /** The nodes that answered "held by another owner" in the last attempt. */
+  readonly heldOn: readonly string[];
+  constructor(message: string, attempts: readonly AttemptReport[]) {
+    super("LOCK_HELD", message, { attempts });
+    this.heldOn = (attempts.at(-1)?.nodes ?? []).filter((n) => n.outcome === "held").map((n) => n.node);
+  }
+}
+
+/** Too many nodes failed (errors, timeouts) for a quorum: an infrastructure problem, not contention. */
+export class QuorumUnavailableError extends RedlockError {
+  constructor(message: string, attempts: readonly AttemptReport[], cause?: unknown) {
+    super("QUORUM_UNAVAILABLE", message, { attempts, cause });
+  }
+}
+
+/** A quorum said yes, but the round trips used up so much of the TTL that too little validity was left. */
+export class ValidityExhaustedError extends RedlockError {
+  constructor(message: string, attempts: readonly AttemptReport[]) {
+    super("VALIDITY_EXHAUSTED", message, { attempts });
+  }
+}
+
+/** The overall acquire deadline (`acquireTimeoutMs`) passed before an attempt succeeded. */
+export class AcquireTimeoutError extends RedlockError {
+  constructor(message: string, attempts: readonly AttemptReport[]) {
+    super("ACQUIRE_TIMEOUT", message, { attempts });
+  }
+}
+
+/** The caller's AbortSignal fired. `cause` is the signal's reason. */
+export class AbortedError extends RedlockError {
+  constructor(message: string, attempts: readonly AttemptReport[], cause: unknown) {
+    super("ABORTED", message, { attempts, cause });
+  }
+}
+
+/** The lock's validity had already run out, so it was not extended (and is not revived). */
+export class LockExpiredError extends RedlockError {
+  constructor(message: string, attempts: readonly AttemptReport[] = []) {
+    super("LOCK_EXPIRED", message, { attempts });
+  }
+}
+
+/** An extension did not reach a quorum with enough validity. The lock may already be lost. */
+export class ExtendError extends RedlockError {
+  constructor(message: string, attempts: readonly AttemptReport[], cause?: unknown) {
+    super("EXTEND_FAILED", message, { attempts, cause });
+  }
+}
+
+/** The lock was already extended `maxExtensions` times, or extending would exceed `maxHoldMs`. */
+export class ExtensionLimitError extends RedlockError {
+  constructor(message: string) {
+    super("EXTENSION_LIMIT", message);
+  }
+}
+
+/**
+ * The lock can no longer be trusted: its validity is about to run out with no successful
+ * extension, or an extension was refused. This is the `reason` of `lock.signal` when it aborts.
+ */
+export class LockLostError extends RedlockError {
+  constructor(message: string, options: { cause?: unknown; attempts?: readonly AttemptReport[] } = {}) {
+    super("LOCK_LOST", message, options);
+  }
+}
+
+/**
+ * One node failed one request: transport failure, an HTTP error status, an unparsable answer or a
+ * Redis error reply. It appears as the `error` of a node outcome, never as a grant.
+ */
+export class NodeError extends RedlockError {
+  /** The node's id (its URL without credentials). */
+  readonly node: string;
+  /** HTTP status of the answer, when there was one. */
+  readonly status: number | undefined;
+  /** The Redis error text (`{"error": ...}`), when the node answered with one. */
+  readonly redisError: string | undefined;
+  constructor(
+    node: string,
+    message: string,
+    options: { status?: number; redisError?: string; cause?: unknown } = {},
+  ) {
+    super("NODE_ERROR", message, { cause: options.cause });
+    this.node = node;
+    this.status = options.status;
+    this.redisError = options.redisError;
+  }
+}
+
+/** True when `error` is one of this library's errors, optionally with the given code. */
+export function isRedlockError(error: unknown, code?: RedlockErrorCode): error is RedlockError {
+  return error instanceof RedlockError && (code === undefined || error.code === code);
+}

@@ -1,0 +1,82 @@
+/**
+ * What acquire, extend, release and inspect send to one node, and how each reply is read.
+ * Any reply of an unexpected shape is a {@link NodeError}, never a yes.
+ * @module
+ */
+import { NodeError } from "./errors.js";
+import type { TaskContext } from "./fanout.js";
+import type { NodeOutcomeKind } from "./report.js";
+import { acquireAllScript } from "./scripts/acquire-all.js";
+import { extendScript } from "./scripts/extend.js";
+import { inspectScript } from "./scripts/inspect.js";
+import { releaseScript } from "./scripts/release.js";
+import { runScript } from "./scripts/script.js";
+import type { RedisNode, RedisReply } from "./transport.js";
+
+/** `SET key token NX PX ttl` for one key (a plain command, no Lua), the all-or-none script for several. */
+export async function acquireOnNode(
+  node: RedisNode,
+  keys: readonly string[],
+  token: string,
+  ttlMs: number,
+  context: TaskContext,
+): Promise<NodeOutcomeKind> {
+  if (keys.length === 1) {
+    context.countRequest();
+    const reply = await node.command(["SET", keys[0] as string, token, "NX", "PX", ttlMs], context.signal);
+    if (reply === "OK") return "acquired";
+    if (reply === null) return "held";
+    throw unexpected(node, "SET NX", reply);
+  }
+  const reply = await runScript(node, acquireAllScript, keys, [token, ttlMs], context);
+  if (reply === 1) return "acquired";
+  if (reply === 0) return "held";
+  throw unexpected(node, acquireAllScript.name, reply);
+}
+
+/** Compare-and-PEXPIRE: `extended`, or `held` when the keys no longer hold our token. */
+export async function extendOnNode(
+  node: RedisNode,
+  keys: readonly string[],
+  token: string,
+  ttlMs: number,
+  context: TaskContext,
+): Promise<NodeOutcomeKind> {
+  const reply = await runScript(node, extendScript, keys, [token, ttlMs], context);
+  if (reply === 1) return "extended";
+  if (reply === 0) return "held";
+  throw unexpected(node, extendScript.name, reply);
+}
+
+/** Compare-and-DEL: `released` when any key was ours and is now gone, `not-held` when none was ours. */
+export async function releaseOnNode(
+  node: RedisNode,
+  keys: readonly string[],
+  token: string,
+  context: TaskContext,
+): Promise<NodeOutcomeKind> {
+  const reply = await runScript(node, releaseScript, keys, [token], context);
+  if (typeof reply === "number" && Number.isInteger(reply) && reply >= 0 && reply <= keys.length) {
+    return reply > 0 ? "released" : "not-held";
+  }
+  throw unexpected(node, releaseScript.name, reply);
+}
+
+/** A key's value and remaining TTL on one node (`pttlMs` is -2 for a missing key, -1 for no TTL). */
+export async function inspectOnNode(
+  node: RedisNode,
+  key: string,
+  context: TaskContext,
+): Promise<{ value: string | null; pttlMs: number }> {
+  const reply = await runScript(node, inspectScript, [key], [], context);
+  if (Array.isArray(reply) && reply.length === 2) {
+    const [value, pttlMs] = reply;
+    if ((value === null || typeof value === "string") && typeof pttlMs === "number") return { value, pttlMs };
+  }
+  throw unexpected(node, inspectScript.name, reply);
+}
+
+function unexpected(node: RedisNode, command: string, reply: RedisReply): NodeError {
+  const shown = JSON.stringify(reply);
+  return new NodeError(node.id, `unexpected reply to ${command} from ${node.id}: ${shown.slice(0, 80)}`);
+}

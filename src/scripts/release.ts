@@ -1,0 +1,19 @@
+/**
+ * Release a lock on one node: compare-and-DEL, key by key, so a key that expired and was taken
+ * by someone else is left alone.
+ * @module
+ */
+import type { Script } from "./script.js";
+
+/** KEYS: the lock's keys. ARGV[1]: token. Returns how many keys were deleted. */
+export const releaseScript: Script = Object.freeze({
+  name: "release",
+  source: `local deleted = 0
+for _, key in ipairs(KEYS) do
+  if redis.call("GET", key) == ARGV[1] then
+    deleted = deleted + redis.call("DEL", key)
+  end
+end
+return deleted`,
+  sha1: "349f008619acc109aa2e6575eb25fc675d525628",
+});
