@@ -1,0 +1,477 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import {
+  AbortedError,
+  AcquireTimeoutError,
+  ConfigurationError,
+  ExtendError,
+  ExtensionLimitError,
+  InvalidArgumentError,
+  LockExpiredError,
+  LockHeldError,
+  LockLostError,
+  QuorumUnavailableError,
+  Redlock,
+  type RedlockOptions,
+  ValidityExhaustedError,
+} from "../../src/index.js";
+import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
+
+function client(nodes: FakeNode[], options: RedlockOptions = {}) {
+  return new Redlock({ nodes, clock: fakeClock, retryDelay: () => 50, ...options });
+}
+
+/** Let the fake timers run until `promise` settles. */
+async function run<T>(promise: Promise<T>, stepMs = 10, maxMs = 120_000): Promise<T> {
+  let done = false;
+  const tracked = promise.finally(() => {
+    done = true;
+  });
+  tracked.catch(() => {});
+  for (let t = 0; !done && t < maxMs; t += stepMs) await vi.advanceTimersByTimeAsync(stepMs);
+  return tracked;
+}
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: 1_000_000 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("validity arithmetic", () => {
+  it("anchors the deadline before the first send: ttl - elapsed - drift", async () => {
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 100 };
+    const lock = await run(client(nodes, { requestTimeoutMs: 500 }).acquire("r", 1000), 1);
+    // 100 ms of round trip, drift floor(1000 * 0.01) + 2 = 12.
+    expect(lock.acquireReport.elapsedMs).toBe(100);
+    expect(lock.acquireReport.validityMs).toBe(1000 - 100 - 12);
+    expect(lock.remainingMs()).toBe(888);
+    vi.advanceTimersByTime(300);
+    expect(lock.remainingMs()).toBe(588);
+  });
+
+  it("refuses a quorum whose validity is used up and releases it", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 950 };
+    const redlock = client(nodes, { maxAttempts: 1, requestTimeoutMs: 2000 });
+    const error = await run(redlock.acquire("r", 1000), 5).catch((e) => e);
+    expect(error).toBeInstanceOf(ValidityExhaustedError);
+    expect(error.attempts[0].validityMs).toBe(1000 - 950 - 12);
+    await run(redlock.settled());
+    for (const n of nodes) expect(n.get("r")).toBeUndefined();
+  });
+});
+
+describe("early settlement", () => {
+  it("succeeds once a quorum said yes, without waiting for hanging nodes", async () => {
+    const nodes = fakeNodes(5);
+    for (const n of nodes.slice(0, 3)) n.behaviour = { kind: "ok", latencyMs: 20 };
+    for (const n of nodes.slice(3)) n.behaviour = { kind: "hang" };
+    const lock = await run(client(nodes, { requestTimeoutMs: 1000 }).acquire("r", 10_000), 1);
+    expect(lock.acquireReport.elapsedMs).toBe(20);
+    expect(lock.acquireReport.nodes.map((n) => n.outcome)).toEqual(["acquired", "acquired", "acquired", "pending", "pending"]);
+  });
+
+  it("fails as soon as a quorum became impossible", async () => {
+    const nodes = fakeNodes(5);
+    for (const n of nodes.slice(0, 3)) {
+      n.occupy("r");
+      n.behaviour = { kind: "ok", latencyMs: 20 };
+    }
+    for (const n of nodes.slice(3)) n.behaviour = { kind: "hang" };
+    const error = await run(client(nodes, { maxAttempts: 1, requestTimeoutMs: 1000 }).acquire("r", 10_000), 1).catch(
+      (e) => e,
+    );
+    expect(error).toBeInstanceOf(LockHeldError);
+    expect(error.attempts[0].elapsedMs).toBe(20);
+    expect(error.heldOn).toEqual(["n0", "n1", "n2"]);
+  });
+
+  it("settles a 2-2 split on four nodes instead of hanging", async () => {
+    const nodes = fakeNodes(4);
+    nodes[0]?.occupy("r");
+    nodes[1]?.occupy("r");
+    const error = await run(client(nodes, { maxAttempts: 1 }).acquire("r", 10_000), 1).catch((e) => e);
+    expect(error).toBeInstanceOf(LockHeldError);
+    // Two "held" already rule out 3 of 4: refused without waiting for the rest.
+    expect(error.attempts[0].votes).toBeLessThan(3);
+  });
+
+  it("times out a slow node at the per-request deadline", async () => {
+    const nodes = fakeNodes(3);
+    nodes[2]!.behaviour = { kind: "hang" };
+    nodes[1]!.behaviour = { kind: "error" };
+    const error = await run(client(nodes, { maxAttempts: 1, requestTimeoutMs: 200 }).acquire("r", 10_000), 1).catch(
+      (e) => e,
+    );
+    expect(error).toBeInstanceOf(QuorumUnavailableError);
+    const [, errored, slow] = error.attempts[0].nodes;
+    expect(errored.outcome).toBe("error");
+    expect(slow.outcome).toBe("timeout");
+    expect(slow.latencyMs).toBe(200);
+  });
+});
+
+describe("cleanup after failure", () => {
+  it("releases a straggler whose SET lands after the attempt failed", async () => {
+    const nodes = fakeNodes(5);
+    for (const n of nodes.slice(0, 3)) n.occupy("r");
+    // n4 applies the SET late, after its deadline and after the vote.
+    nodes[4]!.behaviour = { kind: "late", latencyMs: 500 };
+    const redlock = client(nodes, { maxAttempts: 1, requestTimeoutMs: 100 });
+    const error = await run(redlock.acquire("r", 10_000), 1).catch((e) => e);
+    expect(error).toBeInstanceOf(LockHeldError);
+    nodes[4]!.behaviour = { kind: "ok" };
+    await run(redlock.settled(), 10);
+    expect(nodes[4]!.get("r")).toBeUndefined();
+    expect(nodes[3]!.get("r")).toBeUndefined();
+    // The foreign holders are untouched.
+    for (const n of nodes.slice(0, 3)) expect(n.get("r")).toBe("foreign");
+  });
+
+  it("does not send a release to nodes that definitely said held", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.occupy("r");
+    const redlock = client(nodes, { maxAttempts: 1 });
+    await run(redlock.acquire("r", 10_000), 1).catch(() => {});
+    await run(redlock.settled());
+    for (const n of nodes) expect(n.log.map((c) => c[0])).toEqual(["SET"]);
+  });
+});
+
+describe("retries", () => {
+  it("makes maxAttempts attempts with the custom delay between them", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.occupy("r");
+    const delays: number[] = [];
+    const redlock = client(nodes, {
+      maxAttempts: 4,
+      retryDelay: ({ attempt }) => {
+        delays.push(attempt);
+        return 100 * attempt;
+      },
+    });
+    const started = Date.now();
+    const error = await run(redlock.acquire("r", 10_000), 1).catch((e) => e);
+    expect(error).toBeInstanceOf(LockHeldError);
+    expect(error.attempts).toHaveLength(4);
+    expect(delays).toEqual([1, 2, 3]);
+    // 600 ms of backoff plus one fake-timer tick per attempt.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(600);
+    expect(Date.now() - started).toBeLessThan(610);
+  });
+
+  it("stops when the retry policy returns null", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.occupy("r");
+    const error = await run(client(nodes, { retryDelay: () => null }).acquire("r", 10_000), 1).catch((e) => e);
+    expect(error.attempts).toHaveLength(1);
+  });
+
+  it("acquires once the holder lets go", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.occupy("r", "foreign", 120);
+    const lock = await run(client(nodes).acquire("r", 10_000), 1);
+    expect(lock.acquireReport.attempt).toBe(4);
+  });
+
+  it("gives up with AcquireTimeoutError at the acquire deadline", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.occupy("r");
+    const error = await run(client(nodes, { acquireTimeoutMs: 120 }).acquire("r", 10_000), 1).catch((e) => e);
+    expect(error).toBeInstanceOf(AcquireTimeoutError);
+    expect(error.attempts).toHaveLength(3);
+  });
+
+  it("stops on the caller's abort, during an attempt or a backoff", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.occupy("r");
+    const controller = new AbortController();
+    const pending = client(nodes).acquire("r", 10_000, { signal: controller.signal });
+    setTimeout(() => controller.abort(new Error("shutdown")), 75);
+    const error = await run(pending, 1).catch((e) => e);
+    expect(error).toBeInstanceOf(AbortedError);
+    expect(error.cause).toEqual(new Error("shutdown"));
+    expect(Date.now() - 1_000_000).toBeLessThan(80);
+  });
+
+  it("fails fast, without retrying, when rejected tokens cost the quorum", async () => {
+    const nodes = fakeNodes(3);
+    nodes[0]!.behaviour = { kind: "unauthorized" };
+    nodes[1]!.behaviour = { kind: "unauthorized" };
+    const error = await run(client(nodes).acquire("r", 10_000), 1).catch((e) => e);
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect(nodes[2]!.log.filter((c) => c[0] === "SET")).toHaveLength(1);
+  });
+
+  it("still grants with one misconfigured node, and reports it through onNodeError", async () => {
+    const nodes = fakeNodes(3);
+    nodes[0]!.behaviour = { kind: "unauthorized" };
+    const onNodeError = vi.fn();
+    const lock = await run(client(nodes, { onNodeError }).acquire("r", 10_000), 1);
+    expect(lock.acquireReport.votes).toBe(2);
+    expect(onNodeError).toHaveBeenCalledTimes(1);
+    expect(onNodeError.mock.calls[0]?.[0].outcome.error).toBeInstanceOf(ConfigurationError);
+  });
+});
+
+describe("tryAcquire", () => {
+  it("returns null when held elsewhere after a single attempt", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.occupy("r");
+    expect(await run(client(nodes).tryAcquire("r", 10_000), 1)).toBeNull();
+    expect(nodes[0]!.log).toHaveLength(1);
+  });
+
+  it("throws when the nodes are down, so an outage is not mistaken for contention", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.behaviour = { kind: "error" };
+    await expect(run(client(nodes).tryAcquire("r", 10_000), 1)).rejects.toBeInstanceOf(QuorumUnavailableError);
+  });
+});
+
+describe("multi-resource locks", () => {
+  it("sorts the keys and takes all or none on each node", async () => {
+    const nodes = fakeNodes(3);
+    nodes[0]!.occupy("lock:b");
+    const lock = await run(client(nodes, { keyPrefix: "lock:" }).acquire(["c", "b", "a"], 10_000), 1).catch((e) => e);
+    // b is taken on n0, so nothing was written there, but n1 and n2 make a quorum.
+    expect(lock.resources).toEqual(["a", "b", "c"]);
+    expect(lock.keys).toEqual(["lock:a", "lock:b", "lock:c"]);
+    expect(nodes[0]!.get("lock:a")).toBeUndefined();
+    expect(nodes[1]!.get("lock:a")).toBe(lock.token);
+    expect(nodes[1]!.log[0]?.slice(0, 6)).toEqual(["EVALSHA", expect.any(String), 3, "lock:a", "lock:b", "lock:c"]);
+  });
+
+  it("falls back to EVAL on NOSCRIPT and counts both requests", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.scriptCache.clear();
+    const lock = await run(client(nodes).acquire(["a", "b"], 10_000), 1);
+    expect(nodes[0]!.log.map((c) => c[0])).toEqual(["EVALSHA", "EVAL"]);
+    const answered = lock.acquireReport.nodes.filter((n) => n.outcome === "acquired");
+    expect(answered.length).toBeGreaterThanOrEqual(2);
+    expect(answered.every((n) => n.requests === 2)).toBe(true);
+    expect(lock.acquireReport.requests).toBeGreaterThanOrEqual(4);
+  });
+});
+
+describe("extend and release", () => {
+  it("extends with the same token and a validity measured from the extend", async () => {
+    const nodes = fakeNodes(3);
+    const lock = await run(client(nodes).acquire("r", 1000), 1);
+    vi.advanceTimersByTime(500);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 30 };
+    const report = await run(lock.extend(2000), 1);
+    expect(report.validityMs).toBe(2000 - 30 - 22);
+    expect(lock.remainingMs()).toBe(2000 - 30 - 22);
+    expect(lock.extensions).toBe(1);
+    for (const n of nodes) expect(n.get("r")).toBe(lock.token);
+  });
+
+  it("refuses to extend an expired lock locally and never revives the key", async () => {
+    const nodes = fakeNodes(3);
+    const lock = await run(client(nodes).acquire("r", 1000), 1);
+    vi.advanceTimersByTime(1000);
+    await expect(lock.extend()).rejects.toBeInstanceOf(LockExpiredError);
+    for (const n of nodes) {
+      expect(n.get("r")).toBeUndefined();
+      expect(n.log).toHaveLength(1);
+    }
+  });
+
+  it("enforces maxExtensions and maxHoldMs", async () => {
+    const nodes = fakeNodes(3);
+    const lock = await run(client(nodes, { maxExtensions: 2 }).acquire("r", 1000), 1);
+    await run(lock.extend(), 1);
+    await run(lock.extend(), 1);
+    await expect(lock.extend()).rejects.toBeInstanceOf(ExtensionLimitError);
+    const held = await run(client(nodes, { maxHoldMs: 1500 }).acquire("s", 1000), 1);
+    vi.advanceTimersByTime(600);
+    await expect(held.extend()).rejects.toBeInstanceOf(ExtensionLimitError);
+  });
+
+  it("aborts the signal with LockLostError when an extension finds the lock taken", async () => {
+    const nodes = fakeNodes(3);
+    const lost = vi.fn();
+    const lock = await run(client(nodes, { onLockLost: lost }).acquire("r", 1000), 1);
+    for (const n of nodes) n.store.set("r", { value: "thief", expiresAt: Date.now() + 5000 });
+    const error = await run(lock.extend(), 1).catch((e) => e);
+    expect(error).toBeInstanceOf(ExtendError);
+    expect(lock.signal.aborted).toBe(true);
+    expect(lock.signal.reason).toBeInstanceOf(LockLostError);
+    expect(lost).toHaveBeenCalledTimes(1);
+    for (const n of nodes) expect(n.get("r")).toBe("thief");
+  });
+
+  it("aborts the signal before the deadline when the lock is not extended", async () => {
+    const nodes = fakeNodes(3);
+    const lost = vi.fn();
+    const lock = await run(client(nodes, { onLockLost: lost, minValidityMs: 100 }).acquire("r", 1000), 1);
+    vi.advanceTimersByTime(lock.remainingMs() - 101);
+    expect(lock.signal.aborted).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(lock.signal.aborted).toBe(true);
+    expect(lock.remainingMs()).toBe(100);
+    expect(lost).toHaveBeenCalledTimes(1);
+  });
+
+  it("releases idempotently with per-node results, also after expiry", async () => {
+    const nodes = fakeNodes(3);
+    nodes[2]!.behaviour = { kind: "error" };
+    const lock = await run(client(nodes).acquire("r", 1000), 1);
+    const first = await run(lock.release(), 1);
+    expect(first.released).toBe(2);
+    expect(first.nodes.map((n) => n.outcome)).toEqual(["released", "released", "error"]);
+    const second = await run(lock.release(), 1);
+    expect(second.released).toBe(0);
+    expect(second.nodes.map((n) => n.outcome)).toEqual(["not-held", "not-held", "error"]);
+    const expired = await run(client(nodes).acquire("s", 1000), 1);
+    vi.advanceTimersByTime(2000);
+    await expect(run(expired.release(), 1)).resolves.toMatchObject({ released: 0 });
+  });
+});
+
+describe("using", () => {
+  it("extends automatically and releases at the end", async () => {
+    const nodes = fakeNodes(3);
+    const result = await run(
+      client(nodes).using("r", 1000, async (signal, lock) => {
+        await new Promise((r) => setTimeout(r, 3000));
+        expect(signal.aborted).toBe(false);
+        expect(lock.extensions).toBeGreaterThanOrEqual(5);
+        return "done";
+      }),
+      1,
+    );
+    expect(result).toBe("done");
+    for (const n of nodes) expect(n.get("r")).toBeUndefined();
+  });
+
+  it("aborts the routine's signal before the deadline when extensions fail, and onLockLost fires once", async () => {
+    const nodes = fakeNodes(3);
+    const lost = vi.fn();
+    let abortedAtRemaining: number | undefined;
+    const error = await run(
+      client(nodes, { onLockLost: lost }).using("r", 1000, async (signal, lock) => {
+        for (const n of nodes) n.behaviour = { kind: "error" };
+        await new Promise<void>((resolve) =>
+          signal.addEventListener("abort", () => {
+            abortedAtRemaining = lock.remainingMs();
+            resolve();
+          }),
+        );
+        throw signal.reason;
+      }),
+      1,
+    ).catch((e) => e);
+    expect(error).toBeInstanceOf(LockLostError);
+    expect(abortedAtRemaining).toBeGreaterThan(0);
+    expect(lost).toHaveBeenCalledTimes(1);
+  });
+
+  it("lets the routine's error win over a failed release, which goes to onReleaseError", async () => {
+    const nodes = fakeNodes(3);
+    const releaseErrors = vi.fn();
+    const error = await run(
+      client(nodes, { onReleaseError: releaseErrors }).using("r", 1000, async () => {
+        for (const n of nodes) n.behaviour = { kind: "error" };
+        throw new Error("routine failed");
+      }),
+      1,
+    ).catch((e) => e);
+    expect(error).toEqual(new Error("routine failed"));
+    expect(releaseErrors).toHaveBeenCalledTimes(1);
+    expect(releaseErrors.mock.calls[0]?.[0].error).toBeInstanceOf(QuorumUnavailableError);
+  });
+
+  it("passes the caller's abort on to the routine's signal", async () => {
+    const nodes = fakeNodes(3);
+    const controller = new AbortController();
+    const reason = await run(
+      client(nodes).using(
+        "r",
+        1000,
+        (signal) =>
+          new Promise((resolve) => {
+            signal.addEventListener("abort", () => resolve(signal.reason));
+            setTimeout(() => controller.abort("stop"), 10);
+          }),
+        { signal: controller.signal },
+      ),
+      1,
+    );
+    expect(reason).toBe("stop");
+  });
+});
+
+describe("inspect", () => {
+  it("reports each node's value and PTTL, or its error", async () => {
+    const nodes = fakeNodes(3);
+    nodes[0]!.occupy("r", "abc", 5000);
+    nodes[2]!.behaviour = { kind: "error" };
+    const result = await run(client(nodes).inspect("r"), 1);
+    expect(result.nodes[0]).toEqual({ node: "n0", value: "abc", pttlMs: 5000 });
+    expect(result.nodes[1]).toEqual({ node: "n1", value: null, pttlMs: -2 });
+    expect(result.nodes[2]).toMatchObject({ node: "n2", error: expect.any(Error) });
+  });
+});
+
+describe("bad input (DESIGN §5)", () => {
+  const nodes = fakeNodes(3);
+  const redlock = () => client(nodes);
+
+  it.each([
+    ["zero", 0],
+    ["negative", -5],
+    ["fractional", 1.5],
+    ["NaN", Number.NaN],
+    ["a string", "1000"],
+    ["above the 24 h cap", 86_400_001],
+    ["too short to leave validity", 2],
+  ])("TTL %s → InvalidArgumentError, nothing sent", async (_, ttl) => {
+    await expect(redlock().acquire("r", ttl as number)).rejects.toBeInstanceOf(InvalidArgumentError);
+    expect(nodes.every((n) => n.log.length === 0)).toBe(true);
+  });
+
+  it.each([
+    ["an empty name", ""],
+    ["an empty list", []],
+    ["an oversized name", "x".repeat(1025)],
+    ["a non-string", 42],
+    ["a duplicate", ["a", "a"]],
+    ["too many resources", Array.from({ length: 65 }, (_, i) => `r${i}`)],
+  ])("resources: %s → InvalidArgumentError", async (_, resources) => {
+    await expect(redlock().acquire(resources as string, 1000)).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+
+  it("an empty node list → ConfigurationError", () => {
+    expect(() => new Redlock({ nodes: [] })).toThrow(ConfigurationError);
+  });
+
+  it("duplicate nodes → ConfigurationError", () => {
+    expect(() => new Redlock({ nodes: [{ url: "https://a.test", token: "x" }, { url: "https://a.test/", token: "y" }] })).toThrow(
+      ConfigurationError,
+    );
+  });
+
+  it.each([1, 2, 6, 2.5])("quorum %s on 5 nodes → ConfigurationError", (quorum) => {
+    expect(() => new Redlock({ nodes: fakeNodes(5), quorum })).toThrow(ConfigurationError);
+  });
+
+  it("a raised quorum is accepted", () => {
+    expect(() => new Redlock({ nodes: fakeNodes(5), quorum: 4 })).not.toThrow();
+  });
+
+  it("an invalid per-call option → InvalidArgumentError", async () => {
+    await expect(redlock().acquire("r", 1000, { maxAttempts: 0 })).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(redlock().acquire("r", 1000, { quorum: 1 })).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+
+  it.each([["garbage"], ["unauthorized"]] as const)("a node answering %s never counts as acquired", async (kind) => {
+    const bad = fakeNodes(3);
+    for (const n of bad.slice(0, 2)) n.behaviour = { kind } as never;
+    const error = await run(client(bad, { maxAttempts: 1 }).acquire("r", 1000), 1).catch((e) => e);
+    expect(error).toBeInstanceOf(kind === "garbage" ? QuorumUnavailableError : ConfigurationError);
+  });
+});
