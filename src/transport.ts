@@ -116,7 +116,8 @@ export function parseReply(id: string, status: number, text: string): RedisReply
   return record.result;
 }
 
-function isReply(value: unknown): value is RedisReply {
+/** Whether `value` has the shape of a Redis reply in JSON. */
+export function isReply(value: unknown): value is RedisReply {
   if (value === null || typeof value === "string") return true;
   if (typeof value === "number") return Number.isFinite(value);
   return Array.isArray(value) && value.every(isReply);

@@ -1,0 +1,90 @@
+/**
+ * Use `@upstash/redis` clients as Redlock nodes.
+ *
+ * The `Redis` client retries a failed request 5 times with exponential backoff (about 4.3 s) and
+ * has no per-request deadline; either would stretch an acquisition past its validity, and a
+ * retried `SET NX` can land after the client gave up. So this adapter does not go through the
+ * client's commands: it sends each command once through the client's own HTTP requester with
+ * retries turned off for our requests only, under our per-request deadline, and without
+ * auto-pipelining or JSON deserialization. Your `Redis` instance keeps its own settings.
+ *
+ * @example
+ * ```ts
+ * import { Redis } from "@upstash/redis";
+ * import { Redlock } from "edge-redlock";
+ * import { upstashNodes } from "edge-redlock/upstash";
+ * const redlock = new Redlock({ nodes: upstashNodes([Redis.fromEnv(), new Redis({ url, token }), ...]) });
+ * ```
+ * @module
+ */
+import { ConfigurationError, NodeError } from "../errors.js";
+import { isReply, type RedisNode, type RedisReply } from "../transport.js";
+
+/** Any `Redis` instance from `@upstash/redis` (the Node, Cloudflare or Fastly entry point). */
+export interface UpstashRedis {
+  eval(...args: never[]): unknown;
+}
+
+/** Options of {@link upstashNode}. */
+export interface UpstashNodeOptions {
+  /** Identifier in outcomes and errors. @default the client's REST URL */
+  readonly id?: string;
+}
+
+interface Requester {
+  baseUrl?: unknown;
+  retry?: unknown;
+  request(request: { body: unknown; signal?: unknown }): Promise<{ result?: unknown; error?: unknown }>;
+}
+
+const CREDENTIAL_ERROR = /WRONGPASS|unauthori[sz]ed|NOPERM|invalid or missing auth token/i;
+
+/**
+ * Wrap one `@upstash/redis` `Redis` instance as a Redlock node.
+ * @throws {ConfigurationError} when `redis` is not an `@upstash/redis` client this adapter understands.
+ */
+export function upstashNode(redis: UpstashRedis, options: UpstashNodeOptions = {}): RedisNode {
+  const client = (redis as { client?: Partial<Requester> } | null)?.client;
+  if (!client || typeof client.request !== "function") {
+    throw new ConfigurationError("upstashNode() needs a Redis instance from @upstash/redis (≥ 1.34)");
+  }
+  // A view of the client whose own `retry` sends every request exactly once. Only our requests
+  // go through it; the user's instance is untouched.
+  const requester = Object.create(client, {
+    retry: { value: Object.freeze({ attempts: 0, backoff: () => 0 }), writable: true },
+  }) as Requester;
+  const id = options.id ?? (typeof client.baseUrl === "string" ? client.baseUrl : undefined);
+  if (!id) throw new ConfigurationError("upstashNode(): the client has no URL; pass options.id");
+
+  return {
+    id,
+    async command(args, signal) {
+      let answer: { result?: unknown; error?: unknown };
+      try {
+        // The function form matters: with a plain signal the client turns an abort into a fake
+        // successful answer; with a function it throws.
+        answer = await requester.request({ body: args, signal: () => signal });
+      } catch (cause) {
+        if (signal.aborted) throw signal.reason;
+        const message = cause instanceof Error ? cause.message : String(cause);
+        if (CREDENTIAL_ERROR.test(message)) {
+          throw new ConfigurationError(`node ${id} rejected the token: ${message}`, { node: id, cause });
+        }
+        const redisError = (cause as { name?: string })?.name === "UpstashError" ? message.split(", command was:")[0] : undefined;
+        throw new NodeError(id, `request to ${id} failed: ${message}`, { cause, ...(redisError ? { redisError } : {}) });
+      }
+      if (typeof answer?.error === "string") {
+        throw new NodeError(id, `${id} answered with an error: ${answer.error}`, { redisError: answer.error });
+      }
+      if (!isReply(answer?.result)) {
+        throw new NodeError(id, `answer from ${id} has no valid result`);
+      }
+      return answer.result as RedisReply;
+    },
+  };
+}
+
+/** Wrap several `@upstash/redis` clients, one per independent database. */
+export function upstashNodes(clients: readonly UpstashRedis[]): RedisNode[] {
+  return clients.map((redis) => upstashNode(redis));
+}
