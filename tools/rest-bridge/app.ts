@@ -59,13 +59,17 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
 	const limit = bodyLimit({
 		maxSize: options.maxBodyBytes,
 		// Upstash's wording for the same condition; 400 like every other bad-input error here.
-		onError: (c) =>
-			c.json(
+		onError: (c) => {
+			// The rest of the body is never read, so this connection cannot carry another request:
+			// tell the client, or it would reuse the socket and see it closed under the next request.
+			c.header("Connection", "close");
+			return c.json(
 				{
 					error: `ERR max request size exceeded (limit ${options.maxBodyBytes} bytes)`,
 				},
 				400,
-			),
+			);
+		},
 	});
 
 	app.use("*", delay);

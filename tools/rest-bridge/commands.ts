@@ -1,6 +1,9 @@
 import { badRequest } from "./errors.js";
 
-/** One Redis command as sent to redis-server: the name (lower-cased) followed by its arguments. */
+/**
+ * One Redis command as sent to redis-server: the name (as the client spelled it, so Redis error
+ * texts match redis-cli's) followed by its arguments.
+ */
 export type RedisCommand = string[];
 
 /** Parses the raw request body as JSON, turning a syntax error into a 400. */
@@ -35,7 +38,7 @@ export function toRedisCommand(value: unknown, where = ""): RedisCommand {
 		throw badRequest(`ERR ${where}the command name must be a non-empty string`);
 	}
 	return [
-		name.toLowerCase(),
+		name,
 		...args.map((arg, i) => toArgument(arg, `${where}argument ${i + 1}`)),
 	];
 }
@@ -125,13 +128,14 @@ const UNAVAILABLE = new Set([
  * `undefined` when it may be sent to Redis. The text mirrors Upstash's historical wording.
  */
 export function unavailableReason(command: RedisCommand): string | undefined {
-	const [name, ...args] = command;
+	const [spelled, ...args] = command;
+	const name = spelled?.toLowerCase() ?? "";
 	const lowerArgs = args.map((a) => a.toLowerCase());
 	// For XREAD/XREADGROUP only the options before STREAMS count: after it come key names and ids.
 	const streamsAt = lowerArgs.indexOf("streams");
 	const options = streamsAt === -1 ? lowerArgs : lowerArgs.slice(0, streamsAt);
 	const blocked =
-		UNAVAILABLE.has(name ?? "") ||
+		UNAVAILABLE.has(name) ||
 		(name === "client" && lowerArgs[0] === "reply") ||
 		((name === "xread" || name === "xreadgroup") && options.includes("block"));
 	return blocked ? `ERR Command is not available: '${name}'` : undefined;
