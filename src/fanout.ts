@@ -28,6 +28,11 @@ export interface FanOutOptions {
   /** The caller's signal: aborting it aborts every node's task. */
   readonly signal?: AbortSignal | undefined;
   readonly clock: Clock;
+  /**
+   * Per node: wait for this before starting the task; its deadline starts only then. Release uses
+   * it to wait until a straggling acquire request to the node has finished.
+   */
+  readonly startAfter?: ((index: number) => Promise<unknown>) | undefined;
   /** Called once per node when its task settles, also after the vote was decided. */
   readonly onNodeSettled?: ((outcome: NodeOutcome) => void) | undefined;
 }
@@ -94,7 +99,7 @@ export function fanOut(options: FanOutOptions): FanOut {
   const finished: Promise<void>[] = [];
   nodeIds.forEach((node, index) => {
     const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new DeadlineExceeded(options.timeoutMs)), options.timeoutMs);
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const onCallerAbort = () => controller.abort(options.signal?.reason);
     if (options.signal?.aborted) onCallerAbort();
     else options.signal?.addEventListener("abort", onCallerAbort, { once: true });
@@ -105,12 +110,11 @@ export function fanOut(options: FanOutOptions): FanOut {
         requestCounts[index] = (requestCounts[index] ?? 0) + 1;
       },
     };
-    let task: Promise<NodeOutcomeKind>;
-    try {
-      task = options.task(index, context);
-    } catch (error) {
-      task = Promise.reject(error);
-    }
+    const start = (): Promise<NodeOutcomeKind> => {
+      timer = setTimeout(() => controller.abort(new DeadlineExceeded(options.timeoutMs)), options.timeoutMs);
+      return options.task(index, context);
+    };
+    const task = options.startAfter ? options.startAfter(index).then(start, start) : invoke(start);
     // The outcome is whichever comes first: the task's answer or its abort. A task that ignores
     // its signal must not hold up the vote.
     const aborted = new Promise<never>((_, reject) => {
@@ -158,6 +162,14 @@ export function fanOut(options: FanOutOptions): FanOut {
 }
 
 function noop(): void {}
+
+function invoke<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return fn();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
 
 function toError(value: unknown): Error {
   return value instanceof Error ? value : new Error(String(value));

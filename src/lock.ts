@@ -12,8 +12,10 @@ import { backgroundTimeout } from "./signals.js";
 export interface ReleaseResult {
   /** Nodes on which at least one of the lock's keys was ours and is now deleted. */
   readonly released: number;
-  /** Every node's outcome, in configuration order. */
+  /** Every node's outcome, in configuration order (`pending` for a node still answering when the result was clear). */
   readonly nodes: readonly NodeOutcome[];
+  /** The release as an attempt report. */
+  readonly report: AttemptReport;
 }
 
 /** The operations a lock delegates to its client. Internal. */

@@ -159,12 +159,11 @@ export class Redlock {
       await extending;
       const result = await lock.release();
       if (result.released < o.quorum && result.nodes.some((n) => isFailure(n.outcome))) {
-        const report = releaseReport(lock, result, o.quorum);
         callHook(o.onReleaseError, {
           resources: lock.resources,
           error: new QuorumUnavailableError(
             `could not release ${lock.resources.join(", ")} on a quorum; it expires by its TTL`,
-            [report],
+            [result.report],
           ),
         });
       }
@@ -364,16 +363,29 @@ export class Redlock {
 
   async #release(lock: Lock): Promise<ReleaseResult> {
     const o = this.#resolve(undefined, lock.ttlMs);
-    const outcomes = await Promise.all(
-      this.nodes.map(async (_, i) => {
-        // A straggling acquire request could still land after our DEL: wait for it first.
-        await lock.acquireFinished[i];
-        return this.#releaseOne(i, lock.keys, lock.token, o, lock.resources);
-      }),
-    );
-    const result = { released: outcomes.filter((n) => n.outcome === "released").length, nodes: outcomes };
-    callHook(o.onAttempt, releaseReport(lock, result, o.quorum));
-    return result;
+    const fan = this.#fanOut(o, "release", lock.resources, {
+      yes: "released",
+      // A straggling acquire request could still land after our DEL: wait for it first.
+      startAfter: (i) => lock.acquireFinished[i] as Promise<void>,
+      task: (i, context) => releaseOnNode(this.#node(i), lock.keys, lock.token, context),
+    });
+    // Resolve once the outcome is clear; slow nodes finish in the background (see settled()).
+    this.#inBackground(Promise.all(fan.outcomes));
+    const decided = await fan.decided;
+    const released = decided.outcomes.filter((n) => n.outcome === "released").length;
+    const report: AttemptReport = {
+      operation: "release",
+      attempt: 1,
+      resources: lock.resources,
+      quorum: o.quorum,
+      votes: released,
+      elapsedMs: decided.decidedAt - fan.startedAt,
+      ok: decided.granted,
+      nodes: decided.outcomes,
+      requests: decided.requests,
+    };
+    callHook(o.onAttempt, report);
+    return { released, nodes: decided.outcomes, report };
   }
 
   async #releaseOne(
@@ -422,7 +434,7 @@ export class Redlock {
     o: ResolvedOptions,
     operation: Operation,
     resources: readonly string[],
-    spec: Pick<FanOutOptions, "yes" | "task"> & { signal?: AbortSignal | undefined },
+    spec: Pick<FanOutOptions, "yes" | "task" | "startAfter"> & { signal?: AbortSignal | undefined },
   ) {
     return fanOut({
       nodeIds: this.nodes.map((n) => n.id),
@@ -482,21 +494,6 @@ function summary(report: AttemptReport): string {
   for (const n of report.nodes) counts.set(n.outcome, (counts.get(n.outcome) ?? 0) + 1);
   const parts = [...counts].map(([k, v]) => `${v} ${k}`).join(", ");
   return `${report.votes}/${report.nodes.length} nodes agreed, quorum ${report.quorum} (${parts})`;
-}
-
-function releaseReport(lock: Lock, result: ReleaseResult, quorum: number): AttemptReport {
-  const latencies = result.nodes.map((n) => n.latencyMs ?? 0);
-  return {
-    operation: "release",
-    attempt: 1,
-    resources: lock.resources,
-    quorum,
-    votes: result.released,
-    elapsedMs: Math.max(0, ...latencies),
-    ok: result.released >= quorum,
-    nodes: result.nodes,
-    requests: result.nodes.reduce((sum, n) => sum + n.requests, 0),
-  };
 }
 
 function abortedError(resources: string[], reports: AttemptReport[], reason: unknown): AbortedError {

@@ -319,13 +319,19 @@ describe("extend and release", () => {
   it("releases idempotently with per-node results, also after expiry", async () => {
     const nodes = fakeNodes(3);
     nodes[2]!.behaviour = { kind: "error" };
-    const lock = await run(client(nodes).acquire("r", 1000), 1);
+    const redlock = client(nodes);
+    const lock = await run(redlock.acquire("r", 1000), 1);
+    for (const n of nodes.slice(0, 2)) n.behaviour = { kind: "ok", latencyMs: 10 };
     const first = await run(lock.release(), 1);
     expect(first.released).toBe(2);
     expect(first.nodes.map((n) => n.outcome)).toEqual(["released", "released", "error"]);
+    expect(first.report).toMatchObject({ operation: "release", ok: true, votes: 2 });
     const second = await run(lock.release(), 1);
     expect(second.released).toBe(0);
-    expect(second.nodes.map((n) => n.outcome)).toEqual(["not-held", "not-held", "error"]);
+    expect(second.nodes.map((n) => n.outcome)).not.toContain("released");
+    expect(second.report.ok).toBe(false);
+    await run(redlock.settled(), 1);
+    for (const n of nodes) expect(n.get("r")).toBeUndefined();
     const expired = await run(client(nodes).acquire("s", 1000), 1);
     vi.advanceTimersByTime(2000);
     await expect(run(expired.release(), 1)).resolves.toMatchObject({ released: 0 });
