@@ -5,11 +5,7 @@
  */
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import {
-	type NodeCluster,
-	type NodeInfo,
-	startNodes,
-} from "../../tools/nodes/index.js";
+import { type NodeCluster, type NodeInfo, startNodes } from "../../tools/nodes/index.js";
 import { createBridgeApp } from "../../tools/rest-bridge/app.js";
 import { type Bridge, startBridge } from "../../tools/rest-bridge/index.js";
 import type { CommandRunner } from "../../tools/rest-bridge/redis-backend.js";
@@ -20,545 +16,504 @@ let node: NodeInfo;
 let redis: IORedis;
 
 beforeAll(async () => {
-	cluster = await startNodes({ count: 1 });
-	node = cluster.nodes[0] as NodeInfo;
-	redis = new IORedis({ port: node.redisPort, protocol: 2, lazyConnect: true });
-	await redis.connect();
+  cluster = await startNodes({ count: 1 });
+  node = cluster.nodes[0] as NodeInfo;
+  redis = new IORedis({ port: node.redisPort, protocol: 2, lazyConnect: true });
+  await redis.connect();
 });
 
 afterAll(async () => {
-	redis?.disconnect();
-	await cluster?.stop();
+  redis?.disconnect();
+  await cluster?.stop();
 });
 
 beforeEach(async () => {
-	await redis.flushall();
+  await redis.flushall();
 });
 
 interface Reply {
-	status: number;
-	contentType: string | null;
-	body: unknown;
-	headers: Headers;
+  status: number;
+  contentType: string | null;
+  body: unknown;
+  headers: Headers;
 }
 
 /** POSTs a body (a string is sent verbatim, anything else as JSON) to the node's bridge. */
 async function post(
-	path: string,
-	body: unknown,
-	{
-		token = node.token as string | null,
-		headers = {} as Record<string, string>,
-		method = "POST",
-		url = node.url,
-	} = {},
+  path: string,
+  body: unknown,
+  { token = node.token as string | null, headers = {} as Record<string, string>, method = "POST", url = node.url } = {},
 ): Promise<Reply> {
-	const res = await fetch(url + path, {
-		method,
-		headers: {
-			"content-type": "application/json",
-			...(token === null ? {} : { authorization: `Bearer ${token}` }),
-			...headers,
-		},
-		body: typeof body === "string" ? body : JSON.stringify(body),
-	});
-	const text = await res.text();
-	return {
-		status: res.status,
-		contentType: res.headers.get("content-type"),
-		body: JSON.parse(text) as unknown,
-		headers: res.headers,
-	};
+  const res = await fetch(url + path, {
+    method,
+    headers: {
+      "content-type": "application/json",
+      ...(token === null ? {} : { authorization: `Bearer ${token}` }),
+      ...headers,
+    },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    contentType: res.headers.get("content-type"),
+    body: JSON.parse(text) as unknown,
+    headers: res.headers,
+  };
 }
 
 /** The bridge still serves a normal request. */
-async function expectHealthy(
-	url = node.url,
-	token = node.token,
-): Promise<void> {
-	const reply = await post("/", ["PING"], { url, token });
-	expect(reply).toMatchObject({ status: 200, body: { result: "PONG" } });
+async function expectHealthy(url = node.url, token = node.token): Promise<void> {
+  const reply = await post("/", ["PING"], { url, token });
+  expect(reply).toMatchObject({ status: 200, body: { result: "PONG" } });
 }
 
 describe("authentication", () => {
-	const cases: [string, string | null][] = [
-		["a wrong token", "not-the-token"],
-		["a missing token", null],
-		["an empty token", ""],
-	];
+  const cases: [string, string | null][] = [
+    ["a wrong token", "not-the-token"],
+    ["a missing token", null],
+    ["an empty token", ""],
+  ];
 
-	for (const [label, token] of cases) {
-		for (const [path, body] of [
-			["/", ["SET", "auth:key", "x"]],
-			["/pipeline", [["SET", "auth:key", "x"]]],
-			["/multi-exec", [["SET", "auth:key", "x"]]],
-		] as const) {
-			it(`${label} on ${path} → 401 JSON, and nothing reaches Redis`, async () => {
-				const reply = await post(path, body, { token });
-				expect(reply.status).toBe(401);
-				expect(reply.contentType).toMatch(/^application\/json/);
-				expect(reply.body).toEqual({
-					error: "WRONGPASS invalid or missing auth token",
-				});
-				expect(await redis.exists("auth:key")).toBe(0);
-			});
-		}
-	}
+  for (const [label, token] of cases) {
+    for (const [path, body] of [
+      ["/", ["SET", "auth:key", "x"]],
+      ["/pipeline", [["SET", "auth:key", "x"]]],
+      ["/multi-exec", [["SET", "auth:key", "x"]]],
+    ] as const) {
+      it(`${label} on ${path} → 401 JSON, and nothing reaches Redis`, async () => {
+        const reply = await post(path, body, { token });
+        expect(reply.status).toBe(401);
+        expect(reply.contentType).toMatch(/^application\/json/);
+        expect(reply.body).toEqual({
+          error: "WRONGPASS invalid or missing auth token",
+        });
+        expect(await redis.exists("auth:key")).toBe(0);
+      });
+    }
+  }
 
-	it("a non-Bearer scheme is refused", async () => {
-		const res = await fetch(node.url, {
-			method: "POST",
-			headers: { authorization: `Basic ${node.token}` },
-			body: JSON.stringify(["SET", "auth:key", "x"]),
-		});
-		expect(res.status).toBe(401);
-		expect(await redis.exists("auth:key")).toBe(0);
-	});
+  it("a non-Bearer scheme is refused", async () => {
+    const res = await fetch(node.url, {
+      method: "POST",
+      headers: { authorization: `Basic ${node.token}` },
+      body: JSON.stringify(["SET", "auth:key", "x"]),
+    });
+    expect(res.status).toBe(401);
+    expect(await redis.exists("auth:key")).toBe(0);
+  });
 
-	it("the right token works (control)", async () => {
-		expect((await post("/", ["SET", "auth:key", "x"])).body).toEqual({
-			result: "OK",
-		});
-		expect(await redis.get("auth:key")).toBe("x");
-	});
+  it("the right token works (control)", async () => {
+    expect((await post("/", ["SET", "auth:key", "x"])).body).toEqual({
+      result: "OK",
+    });
+    expect(await redis.get("auth:key")).toBe("x");
+  });
 });
 
 describe("malformed input → 400 JSON error, and the bridge keeps serving", () => {
-	const cases: [string, string, string][] = [
-		["/", "invalid JSON", '["SET","k"'],
-		["/", "an empty body", ""],
-		["/", "a JSON object", '{"cmd":"GET"}'],
-		["/", "a JSON string", '"GET"'],
-		["/", "an empty command", "[]"],
-		["/", "a numeric command name", "[1]"],
-		["/", "a null command name", "[null]"],
-		["/", "an object argument", '["SET","k",{"a":1}]'],
-		["/", "a nested array argument", '["SET","k",["v"]]'],
-		["/", "a null argument", '["SET","k",null]'],
-		["/pipeline", "invalid JSON", "[["],
-		["/pipeline", "a JSON object", '{"a":1}'],
-		["/pipeline", "an empty pipeline", "[]"],
-		["/pipeline", "an element that is not an array", '[["PING"],"GET"]'],
-		["/pipeline", "a flat command instead of a list", '["GET","k"]'],
-		["/pipeline", "an empty command", "[[]]"],
-		["/pipeline", "a bad argument", '[["SET","k",{"a":1}]]'],
-		["/multi-exec", "invalid JSON", "{"],
-		["/multi-exec", "an empty transaction", "[]"],
-		["/multi-exec", "an element that is not an array", '["SET"]'],
-		["/multi-exec", "a numeric command name", "[[42]]"],
-	];
+  const cases: [string, string, string][] = [
+    ["/", "invalid JSON", '["SET","k"'],
+    ["/", "an empty body", ""],
+    ["/", "a JSON object", '{"cmd":"GET"}'],
+    ["/", "a JSON string", '"GET"'],
+    ["/", "an empty command", "[]"],
+    ["/", "a numeric command name", "[1]"],
+    ["/", "a null command name", "[null]"],
+    ["/", "an object argument", '["SET","k",{"a":1}]'],
+    ["/", "a nested array argument", '["SET","k",["v"]]'],
+    ["/", "a null argument", '["SET","k",null]'],
+    ["/pipeline", "invalid JSON", "[["],
+    ["/pipeline", "a JSON object", '{"a":1}'],
+    ["/pipeline", "an empty pipeline", "[]"],
+    ["/pipeline", "an element that is not an array", '[["PING"],"GET"]'],
+    ["/pipeline", "a flat command instead of a list", '["GET","k"]'],
+    ["/pipeline", "an empty command", "[[]]"],
+    ["/pipeline", "a bad argument", '[["SET","k",{"a":1}]]'],
+    ["/multi-exec", "invalid JSON", "{"],
+    ["/multi-exec", "an empty transaction", "[]"],
+    ["/multi-exec", "an element that is not an array", '["SET"]'],
+    ["/multi-exec", "a numeric command name", "[[42]]"],
+  ];
 
-	for (const [path, label, body] of cases) {
-		it(`${path} with ${label}`, async () => {
-			const reply = await post(path, body);
-			expect(reply.status).toBe(400);
-			expect(reply.contentType).toMatch(/^application\/json/);
-			expect(reply.body).toEqual({ error: expect.stringMatching(/^ERR .+/) });
-			await expectHealthy();
-		});
-	}
+  for (const [path, label, body] of cases) {
+    it(`${path} with ${label}`, async () => {
+      const reply = await post(path, body);
+      expect(reply.status).toBe(400);
+      expect(reply.contentType).toMatch(/^application\/json/);
+      expect(reply.body).toEqual({ error: expect.stringMatching(/^ERR .+/) });
+      await expectHealthy();
+    });
+  }
 
-	it("a malformed pipeline runs none of its commands", async () => {
-		const reply = await post(
-			"/pipeline",
-			'[["SET","mal:k","x"],["SET","mal:k2",{"a":1}]]',
-		);
-		expect(reply.status).toBe(400);
-		expect(await redis.exists("mal:k")).toBe(0);
-	});
+  it("a malformed pipeline runs none of its commands", async () => {
+    const reply = await post("/pipeline", '[["SET","mal:k","x"],["SET","mal:k2",{"a":1}]]');
+    expect(reply.status).toBe(400);
+    expect(await redis.exists("mal:k")).toBe(0);
+  });
 });
 
 describe("Redis errors", () => {
-	it("WRONGTYPE → 400 with Redis's message", async () => {
-		await redis.set("err:str", "x");
-		const reply = await post("/", ["LPUSH", "err:str", "y"]);
-		expect(reply.status).toBe(400);
-		expect(reply.body).toEqual({
-			error: await redisCliError(node.redisPort, "lpush", "err:str", "y"),
-		});
-		expect(reply.body).toEqual({
-			error:
-				"WRONGTYPE Operation against a key holding the wrong kind of value",
-		});
-	});
+  it("WRONGTYPE → 400 with Redis's message", async () => {
+    await redis.set("err:str", "x");
+    const reply = await post("/", ["LPUSH", "err:str", "y"]);
+    expect(reply.status).toBe(400);
+    expect(reply.body).toEqual({
+      error: await redisCliError(node.redisPort, "lpush", "err:str", "y"),
+    });
+    expect(reply.body).toEqual({
+      error: "WRONGTYPE Operation against a key holding the wrong kind of value",
+    });
+  });
 
-	it("wrong arity → 400 with Redis's message", async () => {
-		const reply = await post("/", ["GET"]);
-		expect(reply).toMatchObject({
-			status: 400,
-			body: { error: "ERR wrong number of arguments for 'get' command" },
-		});
-	});
+  it("wrong arity → 400 with Redis's message", async () => {
+    const reply = await post("/", ["GET"]);
+    expect(reply).toMatchObject({
+      status: 400,
+      body: { error: "ERR wrong number of arguments for 'get' command" },
+    });
+  });
 
-	it("unknown command → 400", async () => {
-		const reply = await post("/", ["NOSUCHCOMMAND", "x"]);
-		expect(reply.status).toBe(400);
-		expect(reply.body).toEqual({
-			error: expect.stringMatching(/^ERR unknown command 'NOSUCHCOMMAND'/i),
-		});
-	});
+  it("unknown command → 400", async () => {
+    const reply = await post("/", ["NOSUCHCOMMAND", "x"]);
+    expect(reply.status).toBe(400);
+    expect(reply.body).toEqual({
+      error: expect.stringMatching(/^ERR unknown command 'NOSUCHCOMMAND'/i),
+    });
+  });
 
-	it("commands that would hijack the shared connection are refused without reaching Redis", async () => {
-		for (const command of [
-			["MULTI"],
-			["SUBSCRIBE", "ch"],
-			["SELECT", "1"],
-			["BLPOP", "q", "0"],
-			["CLIENT", "REPLY", "OFF"],
-		]) {
-			const reply = await post("/", command);
-			expect(reply.status).toBe(400);
-			expect(reply.body).toEqual({
-				error: `ERR Command is not available: '${command[0]?.toLowerCase()}'`,
-			});
-		}
-		await expectHealthy();
-	});
+  it("commands that would hijack the shared connection are refused without reaching Redis", async () => {
+    for (const command of [
+      ["MULTI"],
+      ["SUBSCRIBE", "ch"],
+      ["SELECT", "1"],
+      ["BLPOP", "q", "0"],
+      ["CLIENT", "REPLY", "OFF"],
+    ]) {
+      const reply = await post("/", command);
+      expect(reply.status).toBe(400);
+      expect(reply.body).toEqual({
+        error: `ERR Command is not available: '${command[0]?.toLowerCase()}'`,
+      });
+    }
+    await expectHealthy();
+  });
 
-	it("pipeline: errors are per command with HTTP 200, commands run in order", async () => {
-		await redis.set("pl:str", "x");
-		const reply = await post("/pipeline", [
-			["SET", "pl:a", "1"],
-			["INCR", "pl:str"],
-			["INCR", "pl:a"],
-			["BLPOP", "q", 0],
-			["GET", "pl:a"],
-		]);
-		expect(reply.status).toBe(200);
-		expect(reply.body).toEqual([
-			{ result: "OK" },
-			{ error: "ERR value is not an integer or out of range" },
-			{ result: 2 },
-			{ error: "ERR Command is not available: 'blpop'" },
-			{ result: "2" },
-		]);
-	});
+  it("pipeline: errors are per command with HTTP 200, commands run in order", async () => {
+    await redis.set("pl:str", "x");
+    const reply = await post("/pipeline", [
+      ["SET", "pl:a", "1"],
+      ["INCR", "pl:str"],
+      ["INCR", "pl:a"],
+      ["BLPOP", "q", 0],
+      ["GET", "pl:a"],
+    ]);
+    expect(reply.status).toBe(200);
+    expect(reply.body).toEqual([
+      { result: "OK" },
+      { error: "ERR value is not an integer or out of range" },
+      { result: 2 },
+      { error: "ERR Command is not available: 'blpop'" },
+      { result: "2" },
+    ]);
+  });
 
-	it("multi-exec: a runtime error stays per command (200)", async () => {
-		await redis.set("tx:str", "x");
-		const reply = await post("/multi-exec", [
-			["SET", "tx:a", "1"],
-			["INCR", "tx:str"],
-			["GET", "tx:a"],
-		]);
-		expect(reply.status).toBe(200);
-		expect(reply.body).toEqual([
-			{ result: "OK" },
-			{ error: "ERR value is not an integer or out of range" },
-			{ result: "1" },
-		]);
-	});
+  it("multi-exec: a runtime error stays per command (200)", async () => {
+    await redis.set("tx:str", "x");
+    const reply = await post("/multi-exec", [
+      ["SET", "tx:a", "1"],
+      ["INCR", "tx:str"],
+      ["GET", "tx:a"],
+    ]);
+    expect(reply.status).toBe(200);
+    expect(reply.body).toEqual([
+      { result: "OK" },
+      { error: "ERR value is not an integer or out of range" },
+      { result: "1" },
+    ]);
+  });
 
-	it("multi-exec: a queue-time error discards everything → 400 EXECABORT", async () => {
-		const reply = await post("/multi-exec", [
-			["SET", "tx:b", "1"],
-			["GET"],
-			["SET", "tx:c", "1"],
-		]);
-		expect(reply.status).toBe(400);
-		expect(reply.body).toEqual({
-			error: expect.stringMatching(
-				/^EXECABORT Transaction discarded because of previous errors\./,
-			),
-		});
-		expect((reply.body as { error: string }).error).toContain(
-			"ERR wrong number of arguments for 'get' command",
-		);
-		expect(await redis.exists("tx:b", "tx:c")).toBe(0);
-	});
+  it("multi-exec: a queue-time error discards everything → 400 EXECABORT", async () => {
+    const reply = await post("/multi-exec", [["SET", "tx:b", "1"], ["GET"], ["SET", "tx:c", "1"]]);
+    expect(reply.status).toBe(400);
+    expect(reply.body).toEqual({
+      error: expect.stringMatching(/^EXECABORT Transaction discarded because of previous errors\./),
+    });
+    expect((reply.body as { error: string }).error).toContain("ERR wrong number of arguments for 'get' command");
+    expect(await redis.exists("tx:b", "tx:c")).toBe(0);
+  });
 
-	it("multi-exec: concurrent transactions never interleave (SRH #25)", async () => {
-		const replies = await Promise.all(
-			Array.from({ length: 50 }, () =>
-				post("/multi-exec", [
-					["INCR", "tx:counter"],
-					["INCR", "tx:counter"],
-				]),
-			),
-		);
-		const pairs = replies.map((reply) =>
-			(reply.body as { result: number }[]).map((item) => item.result),
-		);
-		for (const [first, second] of pairs)
-			expect(second).toBe((first as number) + 1);
-		expect(
-			pairs
-				.map(([first]) => first)
-				.sort((a, b) => (a as number) - (b as number)),
-		).toEqual(Array.from({ length: 50 }, (_, i) => 2 * i + 1));
-	});
+  it("multi-exec: concurrent transactions never interleave (SRH #25)", async () => {
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, () =>
+        post("/multi-exec", [
+          ["INCR", "tx:counter"],
+          ["INCR", "tx:counter"],
+        ]),
+      ),
+    );
+    const pairs = replies.map((reply) => (reply.body as { result: number }[]).map((item) => item.result));
+    for (const [first, second] of pairs) expect(second).toBe((first as number) + 1);
+    expect(pairs.map(([first]) => first).sort((a, b) => (a as number) - (b as number))).toEqual(
+      Array.from({ length: 50 }, (_, i) => 2 * i + 1),
+    );
+  });
 });
 
 describe("Upstash-Encoding: base64", () => {
-	const b64 = (text: string) => Buffer.from(text).toString("base64");
-	const encoding = { headers: { "upstash-encoding": "base64" } };
+  const b64 = (text: string) => Buffer.from(text).toString("base64");
+  const encoding = { headers: { "upstash-encoding": "base64" } };
 
-	it("encodes every string, OK included, recursively in nested arrays; never integers or null", async () => {
-		// GET of a missing key is Lua `false` inside the script, which Redis turns into a nil element.
-		const script =
-			"return {redis.call('set', KEYS[1], 'x'), 1, 'a', {2, 'OK', redis.call('get', 'none')}, redis.call('get', KEYS[1])}";
-		const reply = await post("/", ["EVAL", script, 1, "b64:k"], encoding);
-		expect(reply).toMatchObject({
-			status: 200,
-			body: {
-				result: [b64("OK"), 1, b64("a"), [2, b64("OK"), null], b64("x")],
-			},
-		});
-	});
+  it("encodes every string, OK included, recursively in nested arrays; never integers or null", async () => {
+    // GET of a missing key is Lua `false` inside the script, which Redis turns into a nil element.
+    const script =
+      "return {redis.call('set', KEYS[1], 'x'), 1, 'a', {2, 'OK', redis.call('get', 'none')}, redis.call('get', KEYS[1])}";
+    const reply = await post("/", ["EVAL", script, 1, "b64:k"], encoding);
+    expect(reply).toMatchObject({
+      status: 200,
+      body: {
+        result: [b64("OK"), 1, b64("a"), [2, b64("OK"), null], b64("x")],
+      },
+    });
+  });
 
-	it("encodes a top-level status reply and bulk string; leaves integers and null", async () => {
-		expect((await post("/", ["SET", "b64:s", "hello"], encoding)).body).toEqual(
-			{ result: b64("OK") },
-		);
-		expect((await post("/", ["GET", "b64:s"], encoding)).body).toEqual({
-			result: "aGVsbG8=",
-		});
-		expect((await post("/", ["STRLEN", "b64:s"], encoding)).body).toEqual({
-			result: 5,
-		});
-		expect((await post("/", ["GET", "b64:none"], encoding)).body).toEqual({
-			result: null,
-		});
-	});
+  it("encodes a top-level status reply and bulk string; leaves integers and null", async () => {
+    expect((await post("/", ["SET", "b64:s", "hello"], encoding)).body).toEqual({ result: b64("OK") });
+    expect((await post("/", ["GET", "b64:s"], encoding)).body).toEqual({
+      result: "aGVsbG8=",
+    });
+    expect((await post("/", ["STRLEN", "b64:s"], encoding)).body).toEqual({
+      result: 5,
+    });
+    expect((await post("/", ["GET", "b64:none"], encoding)).body).toEqual({
+      result: null,
+    });
+  });
 
-	it("never encodes errors (single, pipeline, multi-exec)", async () => {
-		const single = await post("/", ["EVALSHA", "f".repeat(40), 0], encoding);
-		expect(single).toMatchObject({
-			status: 400,
-			body: { error: "NOSCRIPT No matching script. Please use EVAL." },
-		});
-		const pipeline = await post("/pipeline", [["PING"], ["GET"]], encoding);
-		expect(pipeline.body).toEqual([
-			{ result: b64("PONG") },
-			{ error: "ERR wrong number of arguments for 'get' command" },
-		]);
-		await redis.set("b64:str", "x");
-		const tx = await post("/multi-exec", [["INCR", "b64:str"]], encoding);
-		expect(tx.body).toEqual([
-			{ error: "ERR value is not an integer or out of range" },
-		]);
-	});
+  it("never encodes errors (single, pipeline, multi-exec)", async () => {
+    const single = await post("/", ["EVALSHA", "f".repeat(40), 0], encoding);
+    expect(single).toMatchObject({
+      status: 400,
+      body: { error: "NOSCRIPT No matching script. Please use EVAL." },
+    });
+    const pipeline = await post("/pipeline", [["PING"], ["GET"]], encoding);
+    expect(pipeline.body).toEqual([
+      { result: b64("PONG") },
+      { error: "ERR wrong number of arguments for 'get' command" },
+    ]);
+    await redis.set("b64:str", "x");
+    const tx = await post("/multi-exec", [["INCR", "b64:str"]], encoding);
+    expect(tx.body).toEqual([{ error: "ERR value is not an integer or out of range" }]);
+  });
 
-	it("is binary-safe: bytes that are not UTF-8 survive base64", async () => {
-		const bytes = Buffer.from([0xff, 0x00, 0xfe, 0x41, 0x80]);
-		await redis.set("b64:bin", bytes);
-		expect((await post("/", ["GET", "b64:bin"], encoding)).body).toEqual({
-			result: bytes.toString("base64"),
-		});
-		// Without the header the bytes are decoded as UTF-8 (invalid sequences become U+FFFD), as on Upstash.
-		expect((await post("/", ["GET", "b64:bin"])).body).toEqual({
-			result: bytes.toString("utf8"),
-		});
-	});
+  it("is binary-safe: bytes that are not UTF-8 survive base64", async () => {
+    const bytes = Buffer.from([0xff, 0x00, 0xfe, 0x41, 0x80]);
+    await redis.set("b64:bin", bytes);
+    expect((await post("/", ["GET", "b64:bin"], encoding)).body).toEqual({
+      result: bytes.toString("base64"),
+    });
+    // Without the header the bytes are decoded as UTF-8 (invalid sequences become U+FFFD), as on Upstash.
+    expect((await post("/", ["GET", "b64:bin"])).body).toEqual({
+      result: bytes.toString("utf8"),
+    });
+  });
 
-	it("applies per element in a pipeline", async () => {
-		const reply = await post(
-			"/pipeline",
-			[
-				["SET", "b64:p", "v"],
-				["GET", "b64:p"],
-				["DEL", "b64:p"],
-			],
-			encoding,
-		);
-		expect(reply.body).toEqual([
-			{ result: b64("OK") },
-			{ result: b64("v") },
-			{ result: 1 },
-		]);
-	});
+  it("applies per element in a pipeline", async () => {
+    const reply = await post(
+      "/pipeline",
+      [
+        ["SET", "b64:p", "v"],
+        ["GET", "b64:p"],
+        ["DEL", "b64:p"],
+      ],
+      encoding,
+    );
+    expect(reply.body).toEqual([{ result: b64("OK") }, { result: b64("v") }, { result: 1 }]);
+  });
 });
 
 describe("argument conversion", () => {
-	it("numbers become decimal strings", async () => {
-		expect((await post("/", ["SET", "arg:n", 12.5])).body).toEqual({
-			result: "OK",
-		});
-		expect(await redis.get("arg:n")).toBe("12.5");
-		await post("/", ["SET", "arg:i", -3]);
-		expect(await redis.get("arg:i")).toBe("-3");
-		expect((await post("/", ["INCRBY", "arg:i", 10])).body).toEqual({
-			result: 7,
-		});
-		expect((await post("/", ["SET", "arg:px", "v", "PX", 60000])).body).toEqual(
-			{ result: "OK" },
-		);
-		expect(await redis.pttl("arg:px")).toBeGreaterThan(59_000);
-	});
+  it("numbers become decimal strings", async () => {
+    expect((await post("/", ["SET", "arg:n", 12.5])).body).toEqual({
+      result: "OK",
+    });
+    expect(await redis.get("arg:n")).toBe("12.5");
+    await post("/", ["SET", "arg:i", -3]);
+    expect(await redis.get("arg:i")).toBe("-3");
+    expect((await post("/", ["INCRBY", "arg:i", 10])).body).toEqual({
+      result: 7,
+    });
+    expect((await post("/", ["SET", "arg:px", "v", "PX", 60000])).body).toEqual({ result: "OK" });
+    expect(await redis.pttl("arg:px")).toBeGreaterThan(59_000);
+  });
 
-	it("booleans become true/false", async () => {
-		await post("/", ["SET", "arg:t", true]);
-		await post("/", ["SET", "arg:f", false]);
-		expect(await redis.mget("arg:t", "arg:f")).toEqual(["true", "false"]);
-	});
+  it("booleans become true/false", async () => {
+    await post("/", ["SET", "arg:t", true]);
+    await post("/", ["SET", "arg:f", false]);
+    expect(await redis.mget("arg:t", "arg:f")).toEqual(["true", "false"]);
+  });
 
-	it("strings pass through unchanged, including empty and non-ASCII ones", async () => {
-		await post("/", ["SET", "arg:s", ""]);
-		await post("/", ["SET", "arg:u", "ü € 😀"]);
-		expect(await redis.mget("arg:s", "arg:u")).toEqual(["", "ü € 😀"]);
-	});
+  it("strings pass through unchanged, including empty and non-ASCII ones", async () => {
+    await post("/", ["SET", "arg:s", ""]);
+    await post("/", ["SET", "arg:u", "ü € 😀"]);
+    expect(await redis.mget("arg:s", "arg:u")).toEqual(["", "ü € 😀"]);
+  });
 
-	it("command names are case-insensitive", async () => {
-		expect((await post("/", ["pInG"])).body).toEqual({ result: "PONG" });
-	});
+  it("command names are case-insensitive", async () => {
+    expect((await post("/", ["pInG"])).body).toEqual({ result: "PONG" });
+  });
 });
 
 describe("body size limit", () => {
-	let small: Bridge;
+  let small: Bridge;
 
-	beforeAll(async () => {
-		small = await startBridge({
-			redisPort: node.redisPort,
-			token: "small-limit-token",
-			maxBodyBytes: 1024,
-		});
-	});
+  beforeAll(async () => {
+    small = await startBridge({
+      redisPort: node.redisPort,
+      token: "small-limit-token",
+      maxBodyBytes: 1024,
+    });
+  });
 
-	afterAll(async () => {
-		await small?.close();
-	});
+  afterAll(async () => {
+    await small?.close();
+  });
 
-	it("a body over the default 1 MiB → 400 JSON, and the bridge keeps serving", async () => {
-		const reply = await post("/", [
-			"SET",
-			"big:k",
-			"x".repeat(1024 * 1024 + 10),
-		]);
-		expect(reply).toMatchObject({
-			status: 400,
-			body: { error: expect.stringMatching(/^ERR max request size exceeded/) },
-		});
-		expect(await redis.exists("big:k")).toBe(0);
-		await expectHealthy();
-	});
+  it("a body over the default 1 MiB → 400 JSON, and the bridge keeps serving", async () => {
+    const reply = await post("/", ["SET", "big:k", "x".repeat(1024 * 1024 + 10)]);
+    expect(reply).toMatchObject({
+      status: 400,
+      body: { error: expect.stringMatching(/^ERR max request size exceeded/) },
+    });
+    expect(await redis.exists("big:k")).toBe(0);
+    await expectHealthy();
+  });
 
-	it("a body just under the limit is accepted", async () => {
-		const value = "y".repeat(1000);
-		const body = JSON.stringify(["SET", "big:ok", value]);
-		expect(body.length).toBeLessThanOrEqual(1024);
-		const reply = await post("/", body, {
-			url: small.url,
-			token: "small-limit-token",
-		});
-		expect(reply.body).toEqual({ result: "OK" });
-	});
+  it("a body just under the limit is accepted", async () => {
+    const value = "y".repeat(1000);
+    const body = JSON.stringify(["SET", "big:ok", value]);
+    expect(body.length).toBeLessThanOrEqual(1024);
+    const reply = await post("/", body, {
+      url: small.url,
+      token: "small-limit-token",
+    });
+    expect(reply.body).toEqual({ result: "OK" });
+  });
 
-	it("a streamed (chunked, no content-length) body over the limit → 400 JSON", async () => {
-		const chunk = new TextEncoder().encode(
-			`["SET","big:s","${"z".repeat(2000)}"]`,
-		);
-		const stream = new ReadableStream<Uint8Array>({
-			start(controller) {
-				controller.enqueue(chunk);
-				controller.close();
-			},
-		});
-		const res = await fetch(small.url, {
-			method: "POST",
-			headers: { authorization: "Bearer small-limit-token" },
-			body: stream,
-			duplex: "half",
-		} as RequestInit);
-		expect(res.status).toBe(400);
-		expect(await res.json()).toEqual({
-			error: expect.stringMatching(/^ERR max request size exceeded/),
-		});
-		expect(await redis.exists("big:s")).toBe(0);
-		await expectHealthy(small.url, "small-limit-token");
-	});
+  it("a streamed (chunked, no content-length) body over the limit → 400 JSON", async () => {
+    const chunk = new TextEncoder().encode(`["SET","big:s","${"z".repeat(2000)}"]`);
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(chunk);
+        controller.close();
+      },
+    });
+    const res = await fetch(small.url, {
+      method: "POST",
+      headers: { authorization: "Bearer small-limit-token" },
+      body: stream,
+      duplex: "half",
+    } as RequestInit);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({
+      error: expect.stringMatching(/^ERR max request size exceeded/),
+    });
+    expect(await redis.exists("big:s")).toBe(0);
+    await expectHealthy(small.url, "small-limit-token");
+  });
 });
 
 describe("routing", () => {
-	it("an unknown path → 404 JSON", async () => {
-		const reply = await post("/set/foo/bar", ["PING"]);
-		expect(reply).toMatchObject({
-			status: 404,
-			body: { error: expect.stringMatching(/^ERR not found/) },
-		});
-	});
+  it("an unknown path → 404 JSON", async () => {
+    const reply = await post("/set/foo/bar", ["PING"]);
+    expect(reply).toMatchObject({
+      status: 404,
+      body: { error: expect.stringMatching(/^ERR not found/) },
+    });
+  });
 
-	it("a bad method → 405 JSON with Allow", async () => {
-		for (const [method, path] of [
-			["GET", "/"],
-			["DELETE", "/pipeline"],
-			["PATCH", "/multi-exec"],
-		]) {
-			const res = await fetch(node.url + path, {
-				method,
-				headers: { authorization: `Bearer ${node.token}` },
-			});
-			expect(res.status).toBe(405);
-			expect(res.headers.get("allow")).toBe("POST, PUT");
-			expect(await res.json()).toEqual({
-				error: expect.stringMatching(/^ERR method/),
-			});
-		}
-	});
+  it("a bad method → 405 JSON with Allow", async () => {
+    for (const [method, path] of [
+      ["GET", "/"],
+      ["DELETE", "/pipeline"],
+      ["PATCH", "/multi-exec"],
+    ]) {
+      const res = await fetch(node.url + path, {
+        method,
+        headers: { authorization: `Bearer ${node.token}` },
+      });
+      expect(res.status).toBe(405);
+      expect(res.headers.get("allow")).toBe("POST, PUT");
+      expect(await res.json()).toEqual({
+        error: expect.stringMatching(/^ERR method/),
+      });
+    }
+  });
 
-	it("PUT works like POST (Upstash accepts both)", async () => {
-		expect((await post("/", ["PING"], { method: "PUT" })).body).toEqual({
-			result: "PONG",
-		});
-	});
+  it("PUT works like POST (Upstash accepts both)", async () => {
+    expect((await post("/", ["PING"], { method: "PUT" })).body).toEqual({
+      result: "PONG",
+    });
+  });
 
-	it("an unexpected exception → 500 with a JSON body", async () => {
-		const failing = () => Promise.reject(new Error("boom"));
-		const runner: CommandRunner = {
-			single: failing,
-			pipeline: failing,
-			transaction: failing,
-		};
-		const app = createBridgeApp({
-			token: "t",
-			runner,
-			maxBodyBytes: 1024,
-			delay: () => ({ ms: 0, phase: "response" }),
-		});
-		const res = await app.request("/", {
-			method: "POST",
-			headers: { authorization: "Bearer t" },
-			body: '["PING"]',
-		});
-		expect(res.status).toBe(500);
-		expect(await res.json()).toEqual({
-			error: "ERR internal bridge error: boom",
-		});
-	});
+  it("an unexpected exception → 500 with a JSON body", async () => {
+    const failing = () => Promise.reject(new Error("boom"));
+    const runner: CommandRunner = {
+      single: failing,
+      pipeline: failing,
+      transaction: failing,
+    };
+    const app = createBridgeApp({
+      token: "t",
+      runner,
+      maxBodyBytes: 1024,
+      delay: () => ({ ms: 0, phase: "response" }),
+    });
+    const res = await app.request("/", {
+      method: "POST",
+      headers: { authorization: "Bearer t" },
+      body: '["PING"]',
+    });
+    expect(res.status).toBe(500);
+    expect(await res.json()).toEqual({
+      error: "ERR internal bridge error: boom",
+    });
+  });
 });
 
 describe("setDelay", () => {
-	afterAll(() => cluster.setDelay(0, 0));
+  afterAll(() => cluster.setDelay(0, 0));
 
-	const timed = async (fn: () => Promise<unknown>) => {
-		const start = performance.now();
-		await fn();
-		return performance.now() - start;
-	};
+  const timed = async (fn: () => Promise<unknown>) => {
+    const start = performance.now();
+    await fn();
+    return performance.now() - start;
+  };
 
-	it("delays every response, and 0 turns it off", async () => {
-		cluster.setDelay(0, 300);
-		expect(await timed(() => post("/", ["PING"]))).toBeGreaterThanOrEqual(290);
-		expect(await timed(() => post("/nope", []))).toBeGreaterThanOrEqual(290);
-		cluster.setDelay(0, 0);
-		expect(await timed(() => post("/", ["PING"]))).toBeLessThan(250);
-	});
+  it("delays every response, and 0 turns it off", async () => {
+    cluster.setDelay(0, 300);
+    expect(await timed(() => post("/", ["PING"]))).toBeGreaterThanOrEqual(290);
+    expect(await timed(() => post("/nope", []))).toBeGreaterThanOrEqual(290);
+    cluster.setDelay(0, 0);
+    expect(await timed(() => post("/", ["PING"]))).toBeLessThan(250);
+  });
 
-	it("by default the command is applied before the delayed response", async () => {
-		cluster.setDelay(0, 600);
-		const pending = post("/", ["SET", "delay:r", "x"]);
-		await new Promise((resolve) => setTimeout(resolve, 250));
-		expect(await redis.get("delay:r")).toBe("x");
-		expect((await pending).body).toEqual({ result: "OK" });
-		cluster.setDelay(0, 0);
-	});
+  it("by default the command is applied before the delayed response", async () => {
+    cluster.setDelay(0, 600);
+    const pending = post("/", ["SET", "delay:r", "x"]);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    expect(await redis.get("delay:r")).toBe("x");
+    expect((await pending).body).toEqual({ result: "OK" });
+    cluster.setDelay(0, 0);
+  });
 
-	it("with phase 'request' the command itself starts late", async () => {
-		cluster.setDelay(0, 600, "request");
-		const pending = post("/", ["SET", "delay:q", "x"]);
-		await new Promise((resolve) => setTimeout(resolve, 250));
-		expect(await redis.get("delay:q")).toBeNull();
-		expect((await pending).body).toEqual({ result: "OK" });
-		expect(await redis.get("delay:q")).toBe("x");
-		cluster.setDelay(0, 0);
-	});
+  it("with phase 'request' the command itself starts late", async () => {
+    cluster.setDelay(0, 600, "request");
+    const pending = post("/", ["SET", "delay:q", "x"]);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    expect(await redis.get("delay:q")).toBeNull();
+    expect((await pending).body).toEqual({ result: "OK" });
+    expect(await redis.get("delay:q")).toBe("x");
+    cluster.setDelay(0, 0);
+  });
 });

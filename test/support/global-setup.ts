@@ -6,15 +6,13 @@
 import type { TestProject } from "vitest/node";
 import { startNodes } from "../../tools/nodes/index.js";
 
-export default async function setup(
-	project: TestProject,
-): Promise<() => Promise<void>> {
-	const cluster = await startNodes({ count: 5 });
-	project.provide(
-		"nodes",
-		cluster.nodes.map(({ url, token }) => ({ url, token })),
-	);
-	return async () => {
-		await cluster.stop();
-	};
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const cluster = await startNodes({ count: 5 });
+  project.provide(
+    "nodes",
+    cluster.nodes.map(({ url, token }) => ({ url, token })),
+  );
+  return async () => {
+    await cluster.stop();
+  };
 }

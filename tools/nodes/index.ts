@@ -3,10 +3,10 @@
  * REST bridge. See {@link startNodes}; `npm run nodes` is the command-line front end.
  */
 export {
-	type NodeCluster,
-	type NodeInfo,
-	type StartNodesOptions,
-	startNodes,
+  type NodeCluster,
+  type NodeInfo,
+  type StartNodesOptions,
+  startNodes,
 } from "./cluster.js";
 export { ensureRedisServer, installHint } from "./ensure-redis.js";
 export type { OrphanGuardMode } from "./orphan-guard.js";

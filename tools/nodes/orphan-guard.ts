@@ -14,16 +14,16 @@ export type OrphanGuardMode = "auto" | "pdeathsig" | "watchdog";
 
 /** Makes spawned children die with the current process. */
 export interface OrphanGuard {
-	/** The strategy actually in use. */
-	readonly mode: "pdeathsig" | "watchdog";
-	/** The command line to spawn instead of `command args…`. */
-	wrap(command: string, args: string[]): { command: string; args: string[] };
-	/** Registers a spawned child PID to kill if the supervisor dies. */
-	track(pid: number): void;
-	/** Forgets a PID (it exited, or was stopped on purpose). */
-	untrack(pid: number): void;
-	/** Releases the guard after a clean shutdown (nothing is killed). */
-	close(): void;
+  /** The strategy actually in use. */
+  readonly mode: "pdeathsig" | "watchdog";
+  /** The command line to spawn instead of `command args…`. */
+  wrap(command: string, args: string[]): { command: string; args: string[] };
+  /** Registers a spawned child PID to kill if the supervisor dies. */
+  track(pid: number): void;
+  /** Forgets a PID (it exited, or was stopped on purpose). */
+  untrack(pid: number): void;
+  /** Releases the guard after a clean shutdown (nothing is killed). */
+  close(): void;
 }
 
 /**
@@ -32,33 +32,26 @@ export interface OrphanGuard {
  * @param mode - see {@link OrphanGuardMode}.
  * @param cleanupDir - directory the watchdog removes after killing the children.
  */
-export function createOrphanGuard(
-	mode: OrphanGuardMode,
-	cleanupDir: string,
-): OrphanGuard {
-	const setpriv =
-		process.platform === "linux" ? findExecutable("setpriv") : undefined;
-	if (mode === "pdeathsig" && !setpriv)
-		throw new Error(
-			"orphan guard 'pdeathsig' needs setpriv (util-linux) on Linux",
-		);
-	if (mode !== "watchdog" && setpriv) return pdeathsigGuard(setpriv);
-	return watchdogGuard(cleanupDir);
+export function createOrphanGuard(mode: OrphanGuardMode, cleanupDir: string): OrphanGuard {
+  const setpriv = process.platform === "linux" ? findExecutable("setpriv") : undefined;
+  if (mode === "pdeathsig" && !setpriv) throw new Error("orphan guard 'pdeathsig' needs setpriv (util-linux) on Linux");
+  if (mode !== "watchdog" && setpriv) return pdeathsigGuard(setpriv);
+  return watchdogGuard(cleanupDir);
 }
 
 function pdeathsigGuard(setpriv: string): OrphanGuard {
-	return {
-		mode: "pdeathsig",
-		// setpriv sets PR_SET_PDEATHSIG and then execs redis-server, so the spawned PID is
-		// redis-server itself and the death signal survives the exec.
-		wrap: (command, args) => ({
-			command: setpriv,
-			args: ["--pdeathsig", "SIGKILL", "--", command, ...args],
-		}),
-		track: () => {},
-		untrack: () => {},
-		close: () => {},
-	};
+  return {
+    mode: "pdeathsig",
+    // setpriv sets PR_SET_PDEATHSIG and then execs redis-server, so the spawned PID is
+    // redis-server itself and the death signal survives the exec.
+    wrap: (command, args) => ({
+      command: setpriv,
+      args: ["--pdeathsig", "SIGKILL", "--", command, ...args],
+    }),
+    track: () => {},
+    untrack: () => {},
+    close: () => {},
+  };
 }
 
 // Runs in the watchdog process (CommonJS via `node -e`). Protocol on stdin, one per line:
@@ -90,29 +83,25 @@ process.stdin.on("close", () => {
 `;
 
 function watchdogGuard(cleanupDir: string): OrphanGuard {
-	// detached: its own process group, so a terminal Ctrl-C or a group kill aimed at the supervisor
-	// does not take the watchdog down before it has done its job.
-	const child: ChildProcess = spawn(
-		process.execPath,
-		["-e", WATCHDOG_SOURCE, cleanupDir],
-		{
-			stdio: ["pipe", "ignore", "ignore"],
-			detached: true,
-		},
-	);
-	child.unref();
-	child.stdin?.on("error", () => {}); // the watchdog died first: nothing useful to do
-	const send = (line: string) => {
-		if (child.stdin?.writable) child.stdin.write(`${line}\n`);
-	};
-	return {
-		mode: "watchdog",
-		wrap: (command, args) => ({ command, args }),
-		track: (pid) => send(`+${pid}`),
-		untrack: (pid) => send(`-${pid}`),
-		close: () => {
-			send("done");
-			child.stdin?.end();
-		},
-	};
+  // detached: its own process group, so a terminal Ctrl-C or a group kill aimed at the supervisor
+  // does not take the watchdog down before it has done its job.
+  const child: ChildProcess = spawn(process.execPath, ["-e", WATCHDOG_SOURCE, cleanupDir], {
+    stdio: ["pipe", "ignore", "ignore"],
+    detached: true,
+  });
+  child.unref();
+  child.stdin?.on("error", () => {}); // the watchdog died first: nothing useful to do
+  const send = (line: string) => {
+    if (child.stdin?.writable) child.stdin.write(`${line}\n`);
+  };
+  return {
+    mode: "watchdog",
+    wrap: (command, args) => ({ command, args }),
+    track: (pid) => send(`+${pid}`),
+    untrack: (pid) => send(`-${pid}`),
+    close: () => {
+      send("done");
+      child.stdin?.end();
+    },
+  };
 }

@@ -8,13 +8,12 @@ export type RedisCommand = string[];
 
 /** Parses the raw request body as JSON, turning a syntax error into a 400. */
 export function parseJsonBody(text: string): unknown {
-	if (text.trim() === "")
-		throw badRequest("ERR empty request body: expected a JSON array");
-	try {
-		return JSON.parse(text);
-	} catch (err) {
-		throw badRequest(`ERR invalid JSON body: ${(err as Error).message}`);
-	}
+  if (text.trim() === "") throw badRequest("ERR empty request body: expected a JSON array");
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw badRequest(`ERR invalid JSON body: ${(err as Error).message}`);
+  }
 }
 
 /**
@@ -27,36 +26,31 @@ export function parseJsonBody(text: string): unknown {
  * @param where - prefix for error messages, e.g. "pipeline command 2: ".
  */
 export function toRedisCommand(value: unknown, where = ""): RedisCommand {
-	if (!Array.isArray(value)) {
-		throw badRequest(
-			`ERR ${where}expected a JSON array of command name and arguments`,
-		);
-	}
-	if (value.length === 0) throw badRequest(`ERR ${where}empty command`);
-	const [name, ...args] = value as unknown[];
-	if (typeof name !== "string" || name.length === 0) {
-		throw badRequest(`ERR ${where}the command name must be a non-empty string`);
-	}
-	return [
-		name,
-		...args.map((arg, i) => toArgument(arg, `${where}argument ${i + 1}`)),
-	];
+  if (!Array.isArray(value)) {
+    throw badRequest(`ERR ${where}expected a JSON array of command name and arguments`);
+  }
+  if (value.length === 0) throw badRequest(`ERR ${where}empty command`);
+  const [name, ...args] = value as unknown[];
+  if (typeof name !== "string" || name.length === 0) {
+    throw badRequest(`ERR ${where}the command name must be a non-empty string`);
+  }
+  return [name, ...args.map((arg, i) => toArgument(arg, `${where}argument ${i + 1}`))];
 }
 
 function toArgument(arg: unknown, where: string): string {
-	switch (typeof arg) {
-		case "string":
-			return arg;
-		case "number":
-			// JSON numbers are always finite. String() gives the shortest round-trip decimal.
-			return String(arg);
-		case "boolean":
-			return arg ? "true" : "false";
-		default:
-			throw badRequest(
-				`ERR ${where}: only strings, numbers and booleans are allowed, got ${arg === null ? "null" : Array.isArray(arg) ? "an array" : typeof arg}`,
-			);
-	}
+  switch (typeof arg) {
+    case "string":
+      return arg;
+    case "number":
+      // JSON numbers are always finite. String() gives the shortest round-trip decimal.
+      return String(arg);
+    case "boolean":
+      return arg ? "true" : "false";
+    default:
+      throw badRequest(
+        `ERR ${where}: only strings, numbers and booleans are allowed, got ${arg === null ? "null" : Array.isArray(arg) ? "an array" : typeof arg}`,
+      );
+  }
 }
 
 /**
@@ -64,25 +58,17 @@ function toArgument(arg: unknown, where: string): string {
  *
  * @param kind - "pipeline" or "transaction", used in error messages.
  */
-export function toRedisCommands(
-	value: unknown,
-	kind: "pipeline" | "transaction",
-): RedisCommand[] {
-	if (!Array.isArray(value)) {
-		throw badRequest(
-			`ERR the ${kind} body must be a JSON array of command arrays`,
-		);
-	}
-	if (value.length === 0)
-		throw badRequest(`ERR empty ${kind}: send at least one command`);
-	return value.map((element, i) => {
-		if (!Array.isArray(element)) {
-			throw badRequest(
-				`ERR ${kind} element ${i + 1} must be an array of command name and arguments`,
-			);
-		}
-		return toRedisCommand(element, `${kind} command ${i + 1}: `);
-	});
+export function toRedisCommands(value: unknown, kind: "pipeline" | "transaction"): RedisCommand[] {
+  if (!Array.isArray(value)) {
+    throw badRequest(`ERR the ${kind} body must be a JSON array of command arrays`);
+  }
+  if (value.length === 0) throw badRequest(`ERR empty ${kind}: send at least one command`);
+  return value.map((element, i) => {
+    if (!Array.isArray(element)) {
+      throw badRequest(`ERR ${kind} element ${i + 1} must be an array of command name and arguments`);
+    }
+    return toRedisCommand(element, `${kind} command ${i + 1}: `);
+  });
 }
 
 // Commands that would change the state of the shared connection (transactions, pub/sub, database
@@ -90,37 +76,37 @@ export function toRedisCommands(
 // request. Upstash refuses the same families over REST; letting them through would break or stall
 // the bridge's single Redis connection.
 const UNAVAILABLE = new Set([
-	"multi",
-	"exec",
-	"discard",
-	"watch",
-	"unwatch",
-	"subscribe",
-	"psubscribe",
-	"ssubscribe",
-	"unsubscribe",
-	"punsubscribe",
-	"sunsubscribe",
-	"monitor",
-	"select",
-	"swapdb",
-	"quit",
-	"reset",
-	"hello",
-	"auth",
-	"sync",
-	"psync",
-	"replconf",
-	"blpop",
-	"brpop",
-	"brpoplpush",
-	"blmove",
-	"blmpop",
-	"bzpopmin",
-	"bzpopmax",
-	"bzmpop",
-	"wait",
-	"waitaof",
+  "multi",
+  "exec",
+  "discard",
+  "watch",
+  "unwatch",
+  "subscribe",
+  "psubscribe",
+  "ssubscribe",
+  "unsubscribe",
+  "punsubscribe",
+  "sunsubscribe",
+  "monitor",
+  "select",
+  "swapdb",
+  "quit",
+  "reset",
+  "hello",
+  "auth",
+  "sync",
+  "psync",
+  "replconf",
+  "blpop",
+  "brpop",
+  "brpoplpush",
+  "blmove",
+  "blmpop",
+  "bzpopmin",
+  "bzpopmax",
+  "bzmpop",
+  "wait",
+  "waitaof",
 ]);
 
 /**
@@ -128,15 +114,15 @@ const UNAVAILABLE = new Set([
  * `undefined` when it may be sent to Redis. The text mirrors Upstash's historical wording.
  */
 export function unavailableReason(command: RedisCommand): string | undefined {
-	const [spelled, ...args] = command;
-	const name = spelled?.toLowerCase() ?? "";
-	const lowerArgs = args.map((a) => a.toLowerCase());
-	// For XREAD/XREADGROUP only the options before STREAMS count: after it come key names and ids.
-	const streamsAt = lowerArgs.indexOf("streams");
-	const options = streamsAt === -1 ? lowerArgs : lowerArgs.slice(0, streamsAt);
-	const blocked =
-		UNAVAILABLE.has(name) ||
-		(name === "client" && lowerArgs[0] === "reply") ||
-		((name === "xread" || name === "xreadgroup") && options.includes("block"));
-	return blocked ? `ERR Command is not available: '${name}'` : undefined;
+  const [spelled, ...args] = command;
+  const name = spelled?.toLowerCase() ?? "";
+  const lowerArgs = args.map((a) => a.toLowerCase());
+  // For XREAD/XREADGROUP only the options before STREAMS count: after it come key names and ids.
+  const streamsAt = lowerArgs.indexOf("streams");
+  const options = streamsAt === -1 ? lowerArgs : lowerArgs.slice(0, streamsAt);
+  const blocked =
+    UNAVAILABLE.has(name) ||
+    (name === "client" && lowerArgs[0] === "reply") ||
+    ((name === "xread" || name === "xreadgroup") && options.includes("block"));
+  return blocked ? `ERR Command is not available: '${name}'` : undefined;
 }

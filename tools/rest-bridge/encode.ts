@@ -19,17 +19,13 @@ export type JsonValue = string | number | null | JsonValue[];
  * never encoded. Without `base64` bulk strings are decoded as UTF-8, like Upstash does.
  */
 export function encodeReply(reply: RedisReply, base64: boolean): JsonValue {
-	if (reply === null || typeof reply === "number") return reply;
-	if (Buffer.isBuffer(reply))
-		return base64 ? reply.toString("base64") : reply.toString("utf8");
-	if (Array.isArray(reply))
-		return reply.map((item) => encodeReply(item, base64));
-	if (reply instanceof Error) {
-		// Only reachable for an error nested inside an array; top-level errors become {"error": …}
-		// before this function is called. Represent it as its message, like redis-cli does.
-		return encodeReply(Buffer.from(reply.message, "utf8"), base64);
-	}
-	throw new Error(
-		`unexpected Redis reply type: ${Object.prototype.toString.call(reply)}`,
-	);
+  if (reply === null || typeof reply === "number") return reply;
+  if (Buffer.isBuffer(reply)) return base64 ? reply.toString("base64") : reply.toString("utf8");
+  if (Array.isArray(reply)) return reply.map((item) => encodeReply(item, base64));
+  if (reply instanceof Error) {
+    // Only reachable for an error nested inside an array; top-level errors become {"error": …}
+    // before this function is called. Represent it as its message, like redis-cli does.
+    return encodeReply(Buffer.from(reply.message, "utf8"), base64);
+  }
+  throw new Error(`unexpected Redis reply type: ${Object.prototype.toString.call(reply)}`);
 }

@@ -6,17 +6,17 @@
  * `@upstash/redis` throw `UpstashJSONParseError`).
  */
 export class HttpError extends Error {
-	constructor(
-		/** HTTP status to answer with. */
-		readonly status: 400 | 401 | 404 | 405 | 500 | 503 | 504,
-		message: string,
-	) {
-		super(message);
-		this.name = "HttpError";
-	}
+  constructor(
+    /** HTTP status to answer with. */
+    readonly status: 400 | 401 | 404 | 405 | 500 | 503 | 504,
+    message: string,
+  ) {
+    super(message);
+    this.name = "HttpError";
+  }
 }
 
 /** 400: the request body or a command in it is not acceptable. */
 export function badRequest(message: string): HttpError {
-	return new HttpError(400, message);
+  return new HttpError(400, message);
 }

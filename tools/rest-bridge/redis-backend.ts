@@ -4,33 +4,29 @@ import type { RedisReply } from "./encode.js";
 import { HttpError } from "./errors.js";
 
 /** The result of one command: a reply, or the error text Redis answered with. */
-export type Outcome =
-	| { ok: true; reply: RedisReply }
-	| { ok: false; error: string };
+export type Outcome = { ok: true; reply: RedisReply } | { ok: false; error: string };
 
 /** A transaction either ran (one outcome per command) or was discarded as a whole. */
-export type TransactionOutcome =
-	| { aborted: false; outcomes: Outcome[] }
-	| { aborted: true; error: string };
+export type TransactionOutcome = { aborted: false; outcomes: Outcome[] } | { aborted: true; error: string };
 
 /** What the HTTP layer needs from Redis; implemented by {@link RedisBackend}. */
 export interface CommandRunner {
-	/** Runs one command. Rejects with an {@link HttpError} (503/504) when Redis cannot answer. */
-	single(command: RedisCommand): Promise<Outcome>;
-	/** Runs the commands in order (not atomically). Rejects like {@link CommandRunner.single}. */
-	pipeline(commands: RedisCommand[]): Promise<Outcome[]>;
-	/** Runs the commands as one MULTI/EXEC. Rejects like {@link CommandRunner.single}. */
-	transaction(commands: RedisCommand[]): Promise<TransactionOutcome>;
+  /** Runs one command. Rejects with an {@link HttpError} (503/504) when Redis cannot answer. */
+  single(command: RedisCommand): Promise<Outcome>;
+  /** Runs the commands in order (not atomically). Rejects like {@link CommandRunner.single}. */
+  pipeline(commands: RedisCommand[]): Promise<Outcome[]>;
+  /** Runs the commands as one MULTI/EXEC. Rejects like {@link CommandRunner.single}. */
+  transaction(commands: RedisCommand[]): Promise<TransactionOutcome>;
 }
 
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
-	host: string;
-	port: number;
-	/** Per-command deadline; a command without a reply by then fails with HTTP 504. */
-	commandTimeoutMs: number;
-	/** Receives connection events (errors, reconnects); silent when omitted. */
-	log?: ((message: string) => void) | undefined;
+  host: string;
+  port: number;
+  /** Per-command deadline; a command without a reply by then fails with HTTP 504. */
+  commandTimeoutMs: number;
+  /** Receives connection events (errors, reconnects); silent when omitted. */
+  log?: ((message: string) => void) | undefined;
 }
 
 /**
@@ -41,9 +37,9 @@ export interface RedisBackendOptions {
  * Without `replyEncoding` every bulk/status string stays a Buffer, so values are binary-safe.
  */
 class RawCommand extends Command {
-	override transformReply(result: Buffer | Buffer[]): Buffer | Buffer[] {
-		return result;
-	}
+  override transformReply(result: Buffer | Buffer[]): Buffer | Buffer[] {
+    return result;
+  }
 }
 
 /**
@@ -54,91 +50,78 @@ class RawCommand extends Command {
  * interleaved with other requests (the connection-pool bug of SRH #25 cannot happen).
  */
 export class RedisBackend implements CommandRunner {
-	private readonly client: Redis;
+  private readonly client: Redis;
 
-	constructor(options: RedisBackendOptions) {
-		const log = options.log;
-		this.client = new Redis({
-			host: options.host,
-			port: options.port,
-			// RESP2, like Upstash and `redis-cli -2`: with RESP3 (the ioredis 6 default) Lua `true`
-			// would become a boolean and maps would change shape.
-			protocol: 2,
-			// Fail fast while Redis is down instead of queueing: the caller gets a JSON 503 at once.
-			enableOfflineQueue: false,
-			maxRetriesPerRequest: 0,
-			// Never re-send a command after a reconnect: it may already have been applied (a lock SET).
-			autoResendUnfulfilledCommands: false,
-			// Keep reconnecting forever, quickly, so a redis-server restarted on the same port is used again.
-			retryStrategy: (times) => Math.min(50 * times, 250),
-			connectTimeout: 2_000,
-			commandTimeout: options.commandTimeoutMs,
-			// CLIENT SETINFO only exists from Redis 7.2; not needed here.
-			disableClientInfo: true,
-		});
-		// Without a listener ioredis prints "Unhandled error event" for every failed reconnect.
-		this.client.on("error", (err: Error) =>
-			log?.(`redis ${options.host}:${options.port}: ${err.message}`),
-		);
-		this.client.on("ready", () =>
-			log?.(`redis ${options.host}:${options.port}: ready`),
-		);
-	}
+  constructor(options: RedisBackendOptions) {
+    const log = options.log;
+    this.client = new Redis({
+      host: options.host,
+      port: options.port,
+      // RESP2, like Upstash and `redis-cli -2`: with RESP3 (the ioredis 6 default) Lua `true`
+      // would become a boolean and maps would change shape.
+      protocol: 2,
+      // Fail fast while Redis is down instead of queueing: the caller gets a JSON 503 at once.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      // Never re-send a command after a reconnect: it may already have been applied (a lock SET).
+      autoResendUnfulfilledCommands: false,
+      // Keep reconnecting forever, quickly, so a redis-server restarted on the same port is used again.
+      retryStrategy: (times) => Math.min(50 * times, 250),
+      connectTimeout: 2_000,
+      commandTimeout: options.commandTimeoutMs,
+      // CLIENT SETINFO only exists from Redis 7.2; not needed here.
+      disableClientInfo: true,
+    });
+    // Without a listener ioredis prints "Unhandled error event" for every failed reconnect.
+    this.client.on("error", (err: Error) => log?.(`redis ${options.host}:${options.port}: ${err.message}`));
+    this.client.on("ready", () => log?.(`redis ${options.host}:${options.port}: ready`));
+  }
 
-	async single(command: RedisCommand): Promise<Outcome> {
-		return settle(await Promise.allSettled([this.send(command)]))[0] as Outcome;
-	}
+  async single(command: RedisCommand): Promise<Outcome> {
+    return settle(await Promise.allSettled([this.send(command)]))[0] as Outcome;
+  }
 
-	async pipeline(commands: RedisCommand[]): Promise<Outcome[]> {
-		// All commands are written before any reply arrives; Redis answers in order.
-		return settle(
-			await Promise.allSettled(commands.map((command) => this.send(command))),
-		);
-	}
+  async pipeline(commands: RedisCommand[]): Promise<Outcome[]> {
+    // All commands are written before any reply arrives; Redis answers in order.
+    return settle(await Promise.allSettled(commands.map((command) => this.send(command))));
+  }
 
-	async transaction(commands: RedisCommand[]): Promise<TransactionOutcome> {
-		// MULTI, the commands and EXEC are written in this one synchronous step (no await in
-		// between), so no other request's command can land inside the transaction.
-		const sent = [
-			this.send(["multi"]),
-			...commands.map((command) => this.send(command)),
-			this.send(["exec"]),
-		];
-		const outcomes = settle(await Promise.allSettled(sent));
-		const exec = outcomes.at(-1) as Outcome;
-		const queued = outcomes.slice(1, -1);
-		if (!exec.ok) {
-			// EXECABORT: a command was refused at queue time (syntax/arity/unknown command).
-			const index = queued.findIndex((outcome) => !outcome.ok);
-			const cause = queued[index];
-			const detail =
-				cause && !cause.ok ? ` (command ${index + 1}: ${cause.error})` : "";
-			return { aborted: true, error: `${exec.error}${detail}` };
-		}
-		if (!Array.isArray(exec.reply)) {
-			// A nil EXEC reply only happens after WATCH, which the bridge refuses; be explicit anyway.
-			return { aborted: true, error: "EXECABORT Transaction aborted" };
-		}
-		return {
-			aborted: false,
-			outcomes: exec.reply.map((reply) =>
-				reply instanceof Error
-					? { ok: false, error: reply.message }
-					: { ok: true, reply },
-			),
-		};
-	}
+  async transaction(commands: RedisCommand[]): Promise<TransactionOutcome> {
+    // MULTI, the commands and EXEC are written in this one synchronous step (no await in
+    // between), so no other request's command can land inside the transaction.
+    const sent = [this.send(["multi"]), ...commands.map((command) => this.send(command)), this.send(["exec"])];
+    const outcomes = settle(await Promise.allSettled(sent));
+    const exec = outcomes.at(-1) as Outcome;
+    const queued = outcomes.slice(1, -1);
+    if (!exec.ok) {
+      // EXECABORT: a command was refused at queue time (syntax/arity/unknown command).
+      const index = queued.findIndex((outcome) => !outcome.ok);
+      const cause = queued[index];
+      const detail = cause && !cause.ok ? ` (command ${index + 1}: ${cause.error})` : "";
+      return { aborted: true, error: `${exec.error}${detail}` };
+    }
+    if (!Array.isArray(exec.reply)) {
+      // A nil EXEC reply only happens after WATCH, which the bridge refuses; be explicit anyway.
+      return { aborted: true, error: "EXECABORT Transaction aborted" };
+    }
+    return {
+      aborted: false,
+      outcomes: exec.reply.map((reply) =>
+        reply instanceof Error ? { ok: false, error: reply.message } : { ok: true, reply },
+      ),
+    };
+  }
 
-	/** Closes the connection at once; pending commands fail. */
-	close(): void {
-		this.client.disconnect(false);
-	}
+  /** Closes the connection at once; pending commands fail. */
+  close(): void {
+    this.client.disconnect(false);
+  }
 
-	private send(command: RedisCommand): Promise<RedisReply> {
-		const [name, ...args] = command;
-		const raw = new RawCommand(name as string, args);
-		return this.client.sendCommand(raw) as Promise<RedisReply>;
-	}
+  private send(command: RedisCommand): Promise<RedisReply> {
+    const [name, ...args] = command;
+    const raw = new RawCommand(name as string, args);
+    return this.client.sendCommand(raw) as Promise<RedisReply>;
+  }
 }
 
 /**
@@ -147,26 +130,23 @@ export class RedisBackend implements CommandRunner {
  * the whole request fails with a 503/504 rather than pretending to have per-command results.
  */
 function settle(results: PromiseSettledResult<RedisReply>[]): Outcome[] {
-	const outcomes: Outcome[] = [];
-	for (const result of results) {
-		if (result.status === "fulfilled") {
-			outcomes.push({ ok: true, reply: result.value });
-		} else if (result.reason instanceof ReplyError) {
-			outcomes.push({ ok: false, error: (result.reason as Error).message });
-		} else {
-			throw transportError(result.reason);
-		}
-	}
-	return outcomes;
+  const outcomes: Outcome[] = [];
+  for (const result of results) {
+    if (result.status === "fulfilled") {
+      outcomes.push({ ok: true, reply: result.value });
+    } else if (result.reason instanceof ReplyError) {
+      outcomes.push({ ok: false, error: (result.reason as Error).message });
+    } else {
+      throw transportError(result.reason);
+    }
+  }
+  return outcomes;
 }
 
 function transportError(reason: unknown): HttpError {
-	const message = reason instanceof Error ? reason.message : String(reason);
-	if (message === "Command timed out") {
-		return new HttpError(
-			504,
-			"ERR redis did not answer in time (command timed out)",
-		);
-	}
-	return new HttpError(503, `ERR redis unavailable: ${message}`);
+  const message = reason instanceof Error ? reason.message : String(reason);
+  if (message === "Command timed out") {
+    return new HttpError(504, "ERR redis did not answer in time (command timed out)");
+  }
+  return new HttpError(503, `ERR redis unavailable: ${message}`);
 }
