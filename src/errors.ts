@@ -144,11 +144,7 @@ export class NodeError extends RedlockError {
   readonly status: number | undefined;
   /** The Redis error text (`{"error": ...}`), when the node answered with one. */
   readonly redisError: string | undefined;
-  constructor(
-    node: string,
-    message: string,
-    options: { status?: number; redisError?: string; cause?: unknown } = {},
-  ) {
+  constructor(node: string, message: string, options: { status?: number; redisError?: string; cause?: unknown } = {}) {
     super("NODE_ERROR", message, { cause: options.cause });
     this.node = node;
     this.status = options.status;

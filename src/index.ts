@@ -2,12 +2,9 @@
  * edge-redlock: the Redlock algorithm over Redis REST endpoints, with nothing but `fetch`.
  * @module
  */
-export { Redlock } from "./redlock.js";
-export type { AcquireOptions, InspectedNode, InspectResult, NodeConfig, RedlockConfig } from "./redlock.js";
-export { Lock } from "./lock.js";
-export type { ReleaseResult } from "./lock.js";
-export { restNode, parseReply } from "./transport.js";
-export type { RedisArgument, RedisNode, RedisReply, RestNodeConfig } from "./transport.js";
+
+export type { Clock } from "./clock.js";
+export type { RedlockErrorCode } from "./errors.js";
 export {
   AbortedError,
   AcquireTimeoutError,
@@ -24,8 +21,12 @@ export {
   RedlockError,
   ValidityExhaustedError,
 } from "./errors.js";
-export type { RedlockErrorCode } from "./errors.js";
-export { DEFAULT_OPTIONS, MAX_RESOURCE_LENGTH, MAX_RESOURCES, MAX_TTL_MS } from "./options.js";
+export type { ReleaseResult } from "./lock.js";
+export { Lock } from "./lock.js";
 export type { RedlockHooks, RedlockOptions, RetryContext } from "./options.js";
+export { DEFAULT_OPTIONS, MAX_RESOURCE_LENGTH, MAX_RESOURCES, MAX_TTL_MS } from "./options.js";
+export type { AcquireOptions, InspectedNode, InspectResult, NodeConfig, RedlockConfig } from "./redlock.js";
+export { Redlock } from "./redlock.js";
 export type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "./report.js";
-export type { Clock } from "./clock.js";
+export type { RedisArgument, RedisNode, RedisReply, RestNodeConfig } from "./transport.js";
+export { parseReply, restNode } from "./transport.js";

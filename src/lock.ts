@@ -3,7 +3,7 @@
  * the lock can be lost.
  * @module
  */
-import { type RedlockError, LockLostError } from "./errors.js";
+import { LockLostError, type RedlockError } from "./errors.js";
 import type { RedlockOptions } from "./options.js";
 import type { AttemptReport, NodeOutcome } from "./report.js";
 import { backgroundTimeout } from "./signals.js";

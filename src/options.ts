@@ -174,7 +174,10 @@ export function resolveOptions(
     `quorum must be an integer from ${majority} (a majority of ${nodeCount} nodes) to ${nodeCount}, got ${o.quorum}`,
   );
   check(isFiniteIn(o.driftFactor, 0, 0.5), `driftFactor must be a number in [0, 0.5), got ${o.driftFactor}`);
-  check(isPositiveInteger(o.requestTimeoutMs), `requestTimeoutMs must be a positive integer, got ${o.requestTimeoutMs}`);
+  check(
+    isPositiveInteger(o.requestTimeoutMs),
+    `requestTimeoutMs must be a positive integer, got ${o.requestTimeoutMs}`,
+  );
   check(
     Number.isInteger(o.minValidityMs) && o.minValidityMs >= 0,
     `minValidityMs must be a non-negative integer, got ${o.minValidityMs}`,
@@ -197,7 +200,10 @@ export function resolveOptions(
     Number.isInteger(o.maxExtensions) && o.maxExtensions >= 0,
     `maxExtensions must be a non-negative integer, got ${o.maxExtensions}`,
   );
-  check(o.maxHoldMs === undefined || isPositiveInteger(o.maxHoldMs), `maxHoldMs must be a positive integer, got ${o.maxHoldMs}`);
+  check(
+    o.maxHoldMs === undefined || isPositiveInteger(o.maxHoldMs),
+    `maxHoldMs must be a positive integer, got ${o.maxHoldMs}`,
+  );
   check(
     isFiniteIn(o.autoExtendThreshold, 0, 1) && o.autoExtendThreshold > 0,
     `autoExtendThreshold must be a number in (0, 1), got ${o.autoExtendThreshold}`,
@@ -216,7 +222,9 @@ export function validateTtl(ttlMs: unknown, options?: Pick<ResolvedOptions, "dri
     throw new InvalidArgumentError(`ttlMs must be a positive integer number of milliseconds, got ${describe(ttlMs)}`);
   }
   if (ttlMs > MAX_TTL_MS) {
-    throw new InvalidArgumentError(`ttlMs must be at most ${MAX_TTL_MS} (24 h), got ${ttlMs}; extend the lock to hold it longer`);
+    throw new InvalidArgumentError(
+      `ttlMs must be at most ${MAX_TTL_MS} (24 h), got ${ttlMs}; extend the lock to hold it longer`,
+    );
   }
   if (options) {
     const usable = ttlMs - (Math.floor(ttlMs * options.driftFactor) + 2);
@@ -237,7 +245,9 @@ export function validateTtl(ttlMs: unknown, options?: Pick<ResolvedOptions, "dri
 export function validateResources(resources: unknown): string[] {
   const list = typeof resources === "string" ? [resources] : resources;
   if (!Array.isArray(list) || list.length === 0) {
-    throw new InvalidArgumentError(`resources must be a non-empty string or a non-empty array of strings, got ${describe(resources)}`);
+    throw new InvalidArgumentError(
+      `resources must be a non-empty string or a non-empty array of strings, got ${describe(resources)}`,
+    );
   }
   if (list.length > MAX_RESOURCES) {
     throw new InvalidArgumentError(`a lock covers at most ${MAX_RESOURCES} resources, got ${list.length}`);
@@ -247,7 +257,9 @@ export function validateResources(resources: unknown): string[] {
       throw new InvalidArgumentError(`every resource must be a non-empty string, got ${describe(resource)}`);
     }
     if (resource.length > MAX_RESOURCE_LENGTH) {
-      throw new InvalidArgumentError(`resource names are at most ${MAX_RESOURCE_LENGTH} characters, got ${resource.length}`);
+      throw new InvalidArgumentError(
+        `resource names are at most ${MAX_RESOURCE_LENGTH} characters, got ${resource.length}`,
+      );
     }
   }
   const sorted = [...(list as string[])].sort();

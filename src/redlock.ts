@@ -85,7 +85,8 @@ export class Redlock {
    * @throws {ConfigurationError} for an empty node list, duplicate nodes, a bad URL or token, or an invalid option.
    */
   constructor(config: RedlockConfig) {
-    if (typeof config !== "object" || config === null) throw new ConfigurationError("new Redlock() needs a config object");
+    if (typeof config !== "object" || config === null)
+      throw new ConfigurationError("new Redlock() needs a config object");
     const { nodes, ...options } = config;
     if (!Array.isArray(nodes) || nodes.length === 0) {
       throw new ConfigurationError("nodes must be a non-empty array of { url, token } or RedisNode");
@@ -126,7 +127,11 @@ export class Redlock {
    * Make a single attempt. Resolves `null` when the lock is held elsewhere; still throws for
    * node failures, so an outage is never mistaken for contention.
    */
-  async tryAcquire(resources: string | readonly string[], ttlMs: number, options?: AcquireOptions): Promise<Lock | null> {
+  async tryAcquire(
+    resources: string | readonly string[],
+    ttlMs: number,
+    options?: AcquireOptions,
+  ): Promise<Lock | null> {
     try {
       return await this.#acquire(resources, ttlMs, options, true);
     } catch (error) {
@@ -192,7 +197,9 @@ export class Redlock {
       key,
       nodes: outcomes.map((outcome, i) => {
         const value = values[i];
-        return outcome.error || !value ? { node: outcome.node, error: outcome.error ?? new Error("no answer") } : { node: outcome.node, ...value };
+        return outcome.error || !value
+          ? { node: outcome.node, error: outcome.error ?? new Error("no answer") }
+          : { node: outcome.node, ...value };
       }),
     };
   }
@@ -322,7 +329,9 @@ export class Redlock {
       throw new ExtensionLimitError(`lock on ${what} was already extended ${lock.extensions} times (maxExtensions)`);
     }
     if (o.maxHoldMs !== undefined && o.clock.now() + ttlMs - lock.startedAt > o.maxHoldMs) {
-      throw new ExtensionLimitError(`extending lock on ${what} by ${ttlMs} ms would hold it past maxHoldMs ${o.maxHoldMs}`);
+      throw new ExtensionLimitError(
+        `extending lock on ${what} by ${ttlMs} ms would hold it past maxHoldMs ${o.maxHoldMs}`,
+      );
     }
     const fan = this.#fanOut(o, "extend", lock.resources, {
       yes: "extended",
@@ -356,7 +365,11 @@ export class Redlock {
       // A quorum no longer holds our token: the lock is gone, whatever the local deadline says.
       const error = new LockLostError(`lock on ${what} is no longer held on a quorum`, { attempts: [report] });
       lock.lose(error);
-      throw new ExtendError(`could not extend ${what}: the lock is no longer held (${summary(report)})`, [report], error);
+      throw new ExtendError(
+        `could not extend ${what}: the lock is no longer held (${summary(report)})`,
+        [report],
+        error,
+      );
     }
     throw new ExtendError(`could not extend ${what}: ${summary(report)}`, [report]);
   }
@@ -475,7 +488,8 @@ function toNode(config: NodeConfig): RedisNode {
     throw new ConfigurationError(`each node must be { url, token } or a RedisNode, got ${String(config)}`);
   }
   if ("command" in config && typeof config.command === "function") {
-    if (typeof config.id !== "string" || config.id.length === 0) throw new ConfigurationError("a RedisNode needs a non-empty id");
+    if (typeof config.id !== "string" || config.id.length === 0)
+      throw new ConfigurationError("a RedisNode needs a non-empty id");
     return config;
   }
   return restNode(config as RestNodeConfig);
@@ -510,9 +524,17 @@ function failureError(resources: string[], reports: AttemptReport[], quorum: num
       reports,
     );
   }
-  if (refusalReason(last.nodes.map((n) => n.outcome), quorum) === "held") {
+  if (
+    refusalReason(
+      last.nodes.map((n) => n.outcome),
+      quorum,
+    ) === "held"
+  ) {
     const heldOn = last.nodes.filter((n) => n.outcome === "held").map((n) => n.node);
-    return new LockHeldError(`${what} is held elsewhere on ${heldOn.length} nodes (${heldOn.join(", ")}) after ${tries}`, reports);
+    return new LockHeldError(
+      `${what} is held elsewhere on ${heldOn.length} nodes (${heldOn.join(", ")}) after ${tries}`,
+      reports,
+    );
   }
   const cause = last.nodes.find((n) => n.error)?.error;
   return new QuorumUnavailableError(`no quorum for ${what} after ${tries}: ${summary(last)}`, reports, cause);

@@ -70,8 +70,12 @@ export function upstashNode(redis: UpstashRedis, options: UpstashNodeOptions = {
         if (CREDENTIAL_ERROR.test(message)) {
           throw new ConfigurationError(`node ${id} rejected the token: ${message}`, { node: id, cause });
         }
-        const redisError = (cause as { name?: string })?.name === "UpstashError" ? message.split(", command was:")[0] : undefined;
-        throw new NodeError(id, `request to ${id} failed: ${message}`, { cause, ...(redisError ? { redisError } : {}) });
+        const redisError =
+          (cause as { name?: string })?.name === "UpstashError" ? message.split(", command was:")[0] : undefined;
+        throw new NodeError(id, `request to ${id} failed: ${message}`, {
+          cause,
+          ...(redisError ? { redisError } : {}),
+        });
       }
       if (typeof answer?.error === "string") {
         throw new NodeError(id, `${id} answered with an error: ${answer.error}`, { redisError: answer.error });

@@ -4,8 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { QuorumUnavailableError, Redlock } from "../../src/index.js";
-import { raw, uniqueKey } from "./support/nodes.js";
 import { type Stub, startStub } from "./support/http-stub.js";
+import { raw, uniqueKey } from "./support/nodes.js";
 
 const nodes = inject("nodes");
 const stubs: Stub[] = [];
@@ -33,7 +33,11 @@ const bad = () => stubs.map((s) => ({ url: s.url, token: "t" }));
 describe("unparsable node answers", () => {
   it("3 garbage nodes of 5 → QuorumUnavailableError, nothing of ours left on the real nodes", async () => {
     const key = uniqueKey("garbage");
-    const redlock = new Redlock({ nodes: [...bad().slice(0, 3), ...nodes.slice(0, 2)], maxAttempts: 2, retryBaseDelayMs: 10 });
+    const redlock = new Redlock({
+      nodes: [...bad().slice(0, 3), ...nodes.slice(0, 2)],
+      maxAttempts: 2,
+      retryBaseDelayMs: 10,
+    });
     const error = await redlock.acquire(key, 5000).catch((e) => e);
     expect(error).toBeInstanceOf(QuorumUnavailableError);
     const messages = error.attempts[0].nodes.slice(0, 3).map((n: { error?: Error }) => n.error?.message);
@@ -47,7 +51,13 @@ describe("unparsable node answers", () => {
   it("2 garbage nodes of 5 (HTML and a dropped connection) → acquired on the 3 real ones", async () => {
     const redlock = new Redlock({ nodes: [bad()[0]!, bad()[3]!, ...nodes.slice(0, 3)] });
     const lock = await redlock.acquire(uniqueKey("garbage2"), 5000);
-    expect(lock.acquireReport.nodes.map((n) => n.outcome)).toEqual(["error", "error", "acquired", "acquired", "acquired"]);
+    expect(lock.acquireReport.nodes.map((n) => n.outcome)).toEqual([
+      "error",
+      "error",
+      "acquired",
+      "acquired",
+      "acquired",
+    ]);
     await lock.release();
   });
 });

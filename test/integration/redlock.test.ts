@@ -2,7 +2,6 @@
  * The Redlock core against 5 real redis-server nodes behind their REST bridges.
  */
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
-import { type NodeCluster, startNodes } from "../../tools/nodes/index.js";
 import {
   ConfigurationError,
   ExtensionLimitError,
@@ -12,6 +11,7 @@ import {
   QuorumUnavailableError,
   Redlock,
 } from "../../src/index.js";
+import { type NodeCluster, startNodes } from "../../tools/nodes/index.js";
 import { raw, uniqueKey } from "./support/nodes.js";
 
 const nodes = inject("nodes");
@@ -50,7 +50,9 @@ describe("mutual exclusion under real contention", () => {
     intervals.sort((a, b) => a[0] - b[0]);
     expect(intervals).toHaveLength(CLIENTS * SECTIONS);
     for (let i = 1; i < intervals.length; i++) {
-      expect(intervals[i]![0], `hold ${i} starts before hold ${i - 1} ended`).toBeGreaterThanOrEqual(intervals[i - 1]![1]);
+      expect(intervals[i]![0], `hold ${i} starts before hold ${i - 1} ended`).toBeGreaterThanOrEqual(
+        intervals[i - 1]![1],
+      );
     }
   });
 
@@ -87,7 +89,12 @@ describe("pre-occupied nodes", () => {
     expect(error).toBeInstanceOf(LockHeldError);
     expect(error.code).toBe("LOCK_HELD");
     expect(error.attempts).toHaveLength(3);
-    expect([...error.heldOn].sort()).toEqual(redlock.nodes.slice(0, 3).map((n) => n.id).sort());
+    expect([...error.heldOn].sort()).toEqual(
+      redlock.nodes
+        .slice(0, 3)
+        .map((n) => n.id)
+        .sort(),
+    );
     expect(error.message).toContain(redlock.nodes[0]!.id);
     await redlock.settled();
     const seen = await Promise.all(nodes.map((node) => raw(node, "GET", key)));
@@ -122,7 +129,12 @@ describe("with nodes killed, paused or slow", () => {
     expect(error).toBeInstanceOf(QuorumUnavailableError);
     expect(error.attempts).toHaveLength(3);
     expect(error.nodes.filter((n: { outcome: string }) => n.outcome === "error")).toHaveLength(3);
-    const timed = await new Redlock({ nodes: endpoints(), acquireTimeoutMs: 800, retryBaseDelayMs: 50, maxAttempts: 1000 })
+    const timed = await new Redlock({
+      nodes: endpoints(),
+      acquireTimeoutMs: 800,
+      retryBaseDelayMs: 50,
+      maxAttempts: 1000,
+    })
       .acquire(uniqueKey("down3"), 10_000)
       .catch((e) => e);
     expect(timed.code).toBe("ACQUIRE_TIMEOUT");
@@ -147,7 +159,9 @@ describe("with nodes killed, paused or slow", () => {
       const delayed = await measure();
       // Waiting for the slow node would take ≥ 1000 ms (its deadline).
       expect(delayed).toBeLessThan(Math.max(10 * baseline, 100));
-      console.log(`median acquire latency: ${baseline.toFixed(1)} ms normally, ${delayed.toFixed(1)} ms with one node 3 s slow`);
+      console.log(
+        `median acquire latency: ${baseline.toFixed(1)} ms normally, ${delayed.toFixed(1)} ms with one node 3 s slow`,
+      );
     } finally {
       cluster.setDelay(4, 0);
     }

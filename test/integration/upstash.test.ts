@@ -4,9 +4,9 @@
  */
 import { Redis } from "@upstash/redis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { type NodeCluster, startNodes } from "../../tools/nodes/index.js";
 import { ConfigurationError, Redlock } from "../../src/index.js";
 import { upstashNode, upstashNodes } from "../../src/upstash/index.js";
+import { type NodeCluster, startNodes } from "../../tools/nodes/index.js";
 import { type Stub, startStub } from "./support/http-stub.js";
 import { uniqueKey } from "./support/nodes.js";
 

@@ -28,7 +28,7 @@ const scenario = fc.record({
   requestTimeoutMs: fc.integer({ min: 20, max: 600 }),
   maxAttempts: fc.integer({ min: 1, max: 3 }),
   raiseQuorum: fc.boolean(),
-  resources: fc.constantFrom(["r"], ["a", "b"], ["x", "y", "z"]),
+  resources: fc.constantFrom<string[]>(["r"], ["a", "b"], ["x", "y", "z"]),
 });
 
 beforeEach(() => {
@@ -74,7 +74,7 @@ describe("safety over random node behaviours", () => {
             };
             return lock;
           },
-          (error: unknown) => error,
+          (error: unknown) => (error instanceof RedlockError ? error : Promise.reject(error)),
         );
         void outcome.finally(() => {
           settled = true;

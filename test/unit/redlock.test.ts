@@ -70,7 +70,13 @@ describe("early settlement", () => {
     for (const n of nodes.slice(3)) n.behaviour = { kind: "hang" };
     const lock = await run(client(nodes, { requestTimeoutMs: 1000 }).acquire("r", 10_000), 1);
     expect(lock.acquireReport.elapsedMs).toBe(20);
-    expect(lock.acquireReport.nodes.map((n) => n.outcome)).toEqual(["acquired", "acquired", "acquired", "pending", "pending"]);
+    expect(lock.acquireReport.nodes.map((n) => n.outcome)).toEqual([
+      "acquired",
+      "acquired",
+      "acquired",
+      "pending",
+      "pending",
+    ]);
   });
 
   it("fails as soon as a quorum became impossible", async () => {
@@ -456,9 +462,15 @@ describe("bad input (DESIGN §5)", () => {
   });
 
   it("duplicate nodes → ConfigurationError", () => {
-    expect(() => new Redlock({ nodes: [{ url: "https://a.test", token: "x" }, { url: "https://a.test/", token: "y" }] })).toThrow(
-      ConfigurationError,
-    );
+    expect(
+      () =>
+        new Redlock({
+          nodes: [
+            { url: "https://a.test", token: "x" },
+            { url: "https://a.test/", token: "y" },
+          ],
+        }),
+    ).toThrow(ConfigurationError);
   });
 
   it.each([1, 2, 6, 2.5])("quorum %s on 5 nodes → ConfigurationError", (quorum) => {

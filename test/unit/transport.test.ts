@@ -39,7 +39,9 @@ describe("parseReply: strict parsing of REST answers", () => {
   });
 
   it.each([401, 403])("turns HTTP %i into a ConfigurationError", (status) => {
-    expect(() => parseReply(id, status, '{"error":"WRONGPASS invalid or missing auth token"}')).toThrow(ConfigurationError);
+    expect(() => parseReply(id, status, '{"error":"WRONGPASS invalid or missing auth token"}')).toThrow(
+      ConfigurationError,
+    );
   });
 });
 
@@ -57,9 +59,10 @@ describe("restNode", () => {
     expect(node.id).toBe("https://example.test");
     await expect(node.command(["SET", "k", "v", "NX", "PX", 100], new AbortController().signal)).resolves.toBe("OK");
     expect(seen).toHaveLength(1);
-    expect(seen[0]?.init.method).toBe("POST");
-    expect(seen[0]?.init.body).toBe('["SET","k","v","NX","PX",100]');
-    expect((seen[0]?.init.headers as Record<string, string>).authorization).toBe("Bearer t0k");
+    const [{ init }] = seen as unknown as [{ init: RequestInit }];
+    expect(init.method).toBe("POST");
+    expect(init.body).toBe('["SET","k","v","NX","PX",100]');
+    expect((init.headers as Record<string, string>).authorization).toBe("Bearer t0k");
   });
 
   it("wraps a network failure in a NodeError and sends exactly one request", async () => {

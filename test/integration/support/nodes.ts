@@ -1,6 +1,7 @@
 /** Helpers shared by the integration tests: raw commands to a node, unique key names. */
-import { restNode } from "../../../src/index.js";
+
 import type { RedisArgument, RedisReply } from "../../../src/index.js";
+import { restNode } from "../../../src/index.js";
 
 export type Endpoint = { url: string; token: string };
 

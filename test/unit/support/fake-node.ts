@@ -3,12 +3,12 @@
  * commands and scripts the library sends, with injectable latency and failures. Time comes from
  * Date.now(), which the tests fake with vi.useFakeTimers().
  */
-import { NodeError, ConfigurationError } from "../../../src/errors.js";
-import type { RedisArgument, RedisNode, RedisReply } from "../../../src/transport.js";
+import { ConfigurationError, NodeError } from "../../../src/errors.js";
 import { acquireAllScript } from "../../../src/scripts/acquire-all.js";
 import { extendScript } from "../../../src/scripts/extend.js";
 import { inspectScript } from "../../../src/scripts/inspect.js";
 import { releaseScript } from "../../../src/scripts/release.js";
+import type { RedisArgument, RedisNode, RedisReply } from "../../../src/transport.js";
 
 export type Behaviour =
   /** Answers after `latencyMs`. */
@@ -97,7 +97,10 @@ export class FakeNode implements RedisNode {
         const script = scripts.find((s) => (name.toUpperCase() === "EVAL" ? s.source === ref : s.sha1 === ref));
         if (!script) throw new NodeError(this.id, "unknown script", { redisError: "ERR unknown script" });
         if (name.toUpperCase() === "EVALSHA" && !this.scriptCache.has(script.sha1)) {
-          throw new NodeError(this.id, "NOSCRIPT", { status: 400, redisError: "NOSCRIPT No matching script. Please use EVAL." });
+          throw new NodeError(this.id, "NOSCRIPT", {
+            status: 400,
+            redisError: "NOSCRIPT No matching script. Please use EVAL.",
+          });
         }
         this.scriptCache.add(script.sha1);
         const keys = tail.slice(0, Number(count));

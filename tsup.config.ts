@@ -1,0 +1,12 @@
+import { defineConfig } from "tsup";
+
+export default defineConfig({
+  entry: { index: "src/index.ts", "upstash/index": "src/upstash/index.ts" },
+  format: ["esm"],
+  dts: true,
+  clean: true,
+  sourcemap: true,
+  target: "es2022",
+  platform: "neutral",
+  treeshake: true,
+});
