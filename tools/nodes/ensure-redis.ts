@@ -78,7 +78,7 @@ export function ensureRedisServer(options: EnsureRedisOptions = {}): string {
     );
     const installed = findExecutable("redis-server");
     if (result.status === 0 && installed) return installed;
-    throw new Error(`apt-get could not install redis-server (exit status ${result.status}). ${installHint()}`);
+    throw new Error(`apt-get did not provide redis-server (exit status ${result.status}). ${installHint()}`);
   }
   throw new Error(installHint());
 }
