@@ -64,12 +64,19 @@ export interface StartNodesOptions {
 const DIR_PREFIX = "edge-redlock-nodes-";
 const OWNER_FILE = "owner.pid";
 
-interface NodeState {
-  info: { -readonly [K in keyof NodeInfo]: NodeInfo[K] };
+/** What a node owns. Filled in as things start, so a half-started node can still be cleaned up. */
+interface NodeResources {
   dir: string;
-  redis: RedisServerProcess | undefined;
-  bridge: Bridge | undefined;
+  redis?: RedisServerProcess;
+  bridge?: Bridge;
 }
+
+/** A started node; `redis` is replaced by restart(), and `info.pid` follows it. */
+type RunningNode = NodeResources & {
+  redis: RedisServerProcess;
+  bridge: Bridge;
+  info: { -readonly [K in keyof NodeInfo]: NodeInfo[K] };
+};
 
 /**
  * Starts `count` nodes, each a redis-server on a free loopback port (no persistence, --dir in a
@@ -86,10 +93,10 @@ export async function startNodes(options: StartNodesOptions = {}): Promise<NodeC
   writeFileSync(join(dataDir, OWNER_FILE), String(process.pid));
   const guard = createOrphanGuard(options.orphanGuard ?? "auto", dataDir);
 
-  const states: NodeState[] = [];
+  const resources: NodeResources[] = [];
   // Last resort for exits that skip stop() (uncaught exception, process.exit): kill synchronously.
   const killAllSync = () => {
-    for (const state of states) state.redis?.signal("SIGKILL");
+    for (const node of resources) node.redis?.signal("SIGKILL");
   };
   process.on("exit", killAllSync);
 
@@ -102,43 +109,32 @@ export async function startNodes(options: StartNodesOptions = {}): Promise<NodeC
       ...(port === undefined ? {} : { port }),
     });
 
-  const startNode = async (index: number): Promise<NodeState> => {
-    const dir = join(dataDir, `node-${index}`);
-    mkdirSync(dir);
-    const state: NodeState = {
-      info: undefined as never,
-      dir,
-      redis: undefined,
-      bridge: undefined,
-    };
-    states.push(state);
-    state.redis = await spawnRedis(dir);
+  const startNode = async (index: number): Promise<RunningNode> => {
+    const owned: NodeResources = { dir: join(dataDir, `node-${index}`) };
+    resources.push(owned);
+    mkdirSync(owned.dir);
+    const redis = await spawnRedis(owned.dir);
+    owned.redis = redis;
     const token = randomBytes(32).toString("hex");
-    state.bridge = await startBridge({
-      redisPort: state.redis.port,
+    const bridge = await startBridge({
+      redisPort: redis.port,
       token,
       ...(options.commandTimeoutMs === undefined ? {} : { commandTimeoutMs: options.commandTimeoutMs }),
       ...(options.log ? { log: options.log } : {}),
     });
-    state.info = {
-      index,
-      url: state.bridge.url,
-      token,
-      redisPort: state.redis.port,
-      bridgePort: state.bridge.port,
-      pid: state.redis.pid,
-    };
-    await waitForPing(state.info.url, token, 5_000);
-    return state;
+    owned.bridge = bridge;
+    const info = { index, url: bridge.url, token, redisPort: redis.port, bridgePort: bridge.port, pid: redis.pid };
+    await waitForPing(info.url, token, 5_000);
+    return Object.assign(owned, { redis, bridge, info });
   };
 
   let stopped: Promise<void> | undefined;
   const stop = () => {
     stopped ??= (async () => {
       await Promise.all(
-        states.map(async (state) => {
-          await state.bridge?.close();
-          await state.redis?.stop();
+        resources.map(async (node) => {
+          await node.bridge?.close();
+          await node.redis?.stop();
         }),
       );
       process.off("exit", killAllSync);
@@ -148,7 +144,7 @@ export async function startNodes(options: StartNodesOptions = {}): Promise<NodeC
     return stopped;
   };
 
-  let nodes: NodeState[];
+  let nodes: RunningNode[];
   try {
     nodes = await Promise.all(Array.from({ length: count }, (_, i) => startNode(i)));
   } catch (err) {
@@ -156,36 +152,35 @@ export async function startNodes(options: StartNodesOptions = {}): Promise<NodeC
     throw err;
   }
 
-  const node = (i: number): NodeState => {
-    const state = nodes[i];
-    if (!state) throw new RangeError(`no node ${i} (cluster has ${nodes.length})`);
-    return state;
+  const node = (i: number): RunningNode => {
+    const found = nodes[i];
+    if (!found) throw new RangeError(`no node ${i} (cluster has ${nodes.length})`);
+    return found;
   };
 
   return {
-    nodes: nodes.map((state) => state.info),
+    nodes: nodes.map((n) => n.info),
     dataDir,
     async kill(i) {
-      const redis = node(i).redis;
-      if (!redis) return;
+      const { redis } = node(i);
       redis.signal("SIGKILL");
       await redis.exited;
     },
-    pause: (i) => node(i).redis?.signal("SIGSTOP"),
-    resume: (i) => node(i).redis?.signal("SIGCONT"),
+    pause: (i) => node(i).redis.signal("SIGSTOP"),
+    resume: (i) => node(i).redis.signal("SIGCONT"),
     async restart(i) {
-      const state = node(i);
-      if (state.redis?.isRunning()) {
-        state.redis.signal("SIGKILL");
-        await state.redis.exited;
+      const n = node(i);
+      if (n.redis.isRunning()) {
+        n.redis.signal("SIGKILL");
+        await n.redis.exited;
       }
-      state.redis = await spawnRedis(state.dir, state.info.redisPort);
-      state.info.pid = state.redis.pid;
+      n.redis = await spawnRedis(n.dir, n.info.redisPort);
+      n.info.pid = n.redis.pid;
       // The bridge reconnects on its own (retry every ≤250 ms); wait until it has.
-      await waitForPing(state.info.url, state.info.token, 5_000);
+      await waitForPing(n.info.url, n.info.token, 5_000);
     },
-    setDelay: (i, ms, phase) => node(i).bridge?.setDelay(ms, phase),
-    pids: () => nodes.filter((state) => state.redis?.isRunning()).map((state) => state.info.pid),
+    setDelay: (i, ms, phase) => node(i).bridge.setDelay(ms, phase),
+    pids: () => nodes.filter((n) => n.redis.isRunning()).map((n) => n.info.pid),
     stop,
   };
 }
