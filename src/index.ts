@@ -21,7 +21,7 @@ export {
   RedlockError,
   ValidityExhaustedError,
 } from "./errors.js";
-export type { ReleaseResult } from "./lock.js";
+export type { ReleaseResult, VerifyResult } from "./lock.js";
 export { Lock } from "./lock.js";
 export type { RedlockHooks, RedlockOptions, RetryContext } from "./options.js";
 export { DEFAULT_OPTIONS, MAX_RESOURCE_LENGTH, MAX_RESOURCES, MAX_TTL_MS } from "./options.js";

@@ -18,10 +18,23 @@ export interface ReleaseResult {
   readonly report: AttemptReport;
 }
 
+/** What `verify()` returns. */
+export interface VerifyResult {
+  /** Whether a quorum still holds the lock with more than `minValidityMs` left. */
+  readonly held: boolean;
+  /**
+   * Conservative validity left, in ms: the smaller of the local deadline and what the nodes' own
+   * PTTLs say (the quorum-th longest, less the round trip and drift). At most 0 when not held.
+   */
+  readonly remainingMs: number;
+  readonly report: AttemptReport;
+}
+
 /** The operations a lock delegates to its client. Internal. */
 export interface LockOperations {
   extend(lock: Lock, ttlMs: number, overrides: RedlockOptions | undefined): Promise<AttemptReport>;
   release(lock: Lock): Promise<ReleaseResult>;
+  verify(lock: Lock, overrides: RedlockOptions | undefined): Promise<VerifyResult>;
   lost(lock: Lock, error: RedlockError): void;
 }
 
@@ -130,6 +143,16 @@ export class Lock {
    */
   extend(ttlMs: number = this.ttlMs, overrides?: RedlockOptions): Promise<AttemptReport> {
     return this.#operations.extend(this, ttlMs, overrides);
+  }
+
+  /**
+   * Re-check the lock on the nodes before a side effect: one round trip that reads each node's
+   * PTTL for our token. Use it where the local clock cannot be trusted, as on Cloudflare Workers,
+   * whose clock only advances at I/O. It does not close the gap between the check and the side
+   * effect (only fencing does). Aborts `signal` when a quorum no longer holds the lock.
+   */
+  verify(overrides?: RedlockOptions): Promise<VerifyResult> {
+    return this.#operations.verify(this, overrides);
   }
 
   /**

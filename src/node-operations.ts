@@ -11,6 +11,7 @@ import { extendScript } from "./scripts/extend.js";
 import { inspectScript } from "./scripts/inspect.js";
 import { releaseScript } from "./scripts/release.js";
 import { runScript } from "./scripts/script.js";
+import { verifyScript } from "./scripts/verify.js";
 import type { RedisNode, RedisReply } from "./transport.js";
 
 /** `SET key token NX PX ttl` for one key (a plain command, no Lua), the all-or-none script for several. */
@@ -74,6 +75,18 @@ export async function inspectOnNode(
     if ((value === null || typeof value === "string") && typeof pttlMs === "number") return { value, pttlMs };
   }
   throw unexpected(node, inspectScript.name, reply);
+}
+
+/** The smallest PTTL of the lock's keys on one node, or -1 when any key no longer holds our token. */
+export async function verifyOnNode(
+  node: RedisNode,
+  keys: readonly string[],
+  token: string,
+  context: TaskContext,
+): Promise<number> {
+  const reply = await runScript(node, verifyScript, keys, [token], context);
+  if (typeof reply === "number" && Number.isInteger(reply) && reply >= -2) return reply;
+  throw unexpected(node, verifyScript.name, reply);
 }
 
 function unexpected(node: RedisNode, command: string, reply: RedisReply): NodeError {

@@ -9,6 +9,7 @@ import {
   ConfigurationError,
   ExtendError,
   ExtensionLimitError,
+  InvalidArgumentError,
   LockExpiredError,
   LockHeldError,
   LockLostError,
@@ -17,8 +18,8 @@ import {
   ValidityExhaustedError,
 } from "./errors.js";
 import { type FanOutOptions, fanOut } from "./fanout.js";
-import { Lock, type LockOperations, type ReleaseResult } from "./lock.js";
-import { acquireOnNode, extendOnNode, inspectOnNode, releaseOnNode } from "./node-operations.js";
+import { Lock, type LockOperations, type ReleaseResult, type VerifyResult } from "./lock.js";
+import { acquireOnNode, extendOnNode, inspectOnNode, releaseOnNode, verifyOnNode } from "./node-operations.js";
 import {
   type RedlockHooks,
   type RedlockOptions,
@@ -27,7 +28,7 @@ import {
   validateResources,
   validateTtl,
 } from "./options.js";
-import { isFailure, refusalReason, validityMs } from "./quorum.js";
+import { driftMs, isFailure, refusalReason, validityMs } from "./quorum.js";
 import type { AttemptReport, NodeOutcome, Operation } from "./report.js";
 import { anySignal, sleep } from "./signals.js";
 import { randomToken } from "./token.js";
@@ -102,7 +103,16 @@ export class Redlock {
     this.#options = Object.freeze({ ...options });
     this.#lockOperations = {
       extend: (lock, ttlMs, overrides) => this.#extend(lock, ttlMs, overrides),
-      release: (lock) => this.#release(lock),
+      release: (lock) =>
+        // A straggling acquire request could still land after our DEL: wait for it first.
+        this.#releaseKeys(
+          lock.resources,
+          lock.keys,
+          lock.token,
+          this.#resolve(undefined, lock.ttlMs),
+          (i) => lock.acquireFinished[i] as Promise<void>,
+        ),
+      verify: (lock, overrides) => this.#verify(lock, overrides),
       lost: (lock, error) => callHook(this.#options.onLockLost, { resources: lock.resources, error }),
     };
   }
@@ -184,8 +194,13 @@ export class Redlock {
     const o = this.#resolve(options, 10_000);
     const key = o.keyPrefix + checked;
     const values: ({ value: string | null; pttlMs: number } | undefined)[] = [];
-    const fan = this.#fanOut(o, "inspect", [checked as string], {
+    const fan = fanOut({
+      nodeIds: this.nodes.map((n) => n.id),
+      quorum: o.quorum,
+      timeoutMs: o.requestTimeoutMs,
+      clock: o.clock,
       yes: "acquired",
+      onNodeSettled: (outcome) => this.#nodeSettled(o, "inspect", [key], outcome),
       task: async (i, context) => {
         values[i] = await inspectOnNode(this.#node(i), key, context);
         return "acquired";
@@ -205,6 +220,53 @@ export class Redlock {
   }
 
   /**
+   * Extend a lock known only by its resources and token, e.g. one acquired by another request or
+   * isolate. Compare-and-PEXPIRE on every node: it never revives an expired or foreign key. The
+   * validity is measured from this call's start.
+   * @returns the extension's report; `validityMs` is what is left of the new TTL.
+   * @throws {ExtendError} when no quorum extended it with enough validity.
+   */
+  async extend(
+    resources: string | readonly string[],
+    token: string,
+    ttlMs: number,
+    options?: RedlockOptions,
+  ): Promise<AttemptReport> {
+    const sorted = validateResources(resources);
+    validateToken(token);
+    const o = this.#resolveWithTtl(options, ttlMs);
+    const { report } = await this.#extendKeys(
+      sorted,
+      sorted.map((r) => o.keyPrefix + r),
+      token,
+      ttlMs,
+      o,
+      1,
+    );
+    return report;
+  }
+
+  /**
+   * Release a lock known only by its resources and token. Compare-and-DEL on every node;
+   * idempotent, never throws for an expired lock.
+   */
+  async release(
+    resources: string | readonly string[],
+    token: string,
+    options?: RedlockOptions,
+  ): Promise<ReleaseResult> {
+    const sorted = validateResources(resources);
+    validateToken(token);
+    const o = this.#resolve(options, 10_000);
+    return this.#releaseKeys(
+      sorted,
+      sorted.map((r) => o.keyPrefix + r),
+      token,
+      o,
+    );
+  }
+
+  /**
    * Resolves when the background work started so far has finished: releases of failed attempts
    * and of stragglers. On Workers, pass it to `ctx.waitUntil()` so that work is not cut off.
    */
@@ -219,9 +281,7 @@ export class Redlock {
     single: boolean,
   ): Promise<Lock> {
     const sorted = validateResources(resources);
-    validateTtl(ttlMs);
-    const o = this.#resolve(options, ttlMs);
-    validateTtl(ttlMs, o);
+    const o = this.#resolveWithTtl(options, ttlMs);
     const signal = options?.signal;
     const keys = sorted.map((r) => o.keyPrefix + r);
     const maxAttempts = single ? 1 : o.maxAttempts;
@@ -265,36 +325,19 @@ export class Redlock {
     // A fresh token per attempt: cleanup of a failed attempt can then never delete the keys of a
     // later, successful one.
     const token = randomToken();
-    const fan = this.#fanOut(o, "acquire", resources, {
+    const { report, fan, deadline } = await this.#vote(o, "acquire", resources, attempt, ttlMs, {
       yes: "acquired",
       signal,
       task: (i, context) => acquireOnNode(this.#node(i), keys, token, ttlMs, context),
     });
-    const decided = await fan.decided;
-    const validity = validityMs(ttlMs, fan.startedAt, decided.decidedAt, o.driftFactor);
-    const ok = decided.granted && validity > o.minValidityMs;
-    const report: AttemptReport = {
-      operation: "acquire",
-      attempt,
-      resources,
-      quorum: o.quorum,
-      votes: decided.outcomes.filter((n) => n.outcome === "acquired").length,
-      elapsedMs: decided.decidedAt - fan.startedAt,
-      validityMs: validity,
-      ok,
-      nodes: decided.outcomes,
-      requests: decided.requests,
-    };
-    callHook(o.onAttempt, report);
-    if (ok) {
+    if (report.ok) {
       const lock = new Lock({
         resources,
         keys,
         token,
         ttlMs,
         startedAt: fan.startedAt,
-        // decidedAt + validity = t0 + ttl - drift: the deadline is anchored before the first send.
-        deadline: decided.decidedAt + validity,
+        deadline,
         minValidityMs: o.minValidityMs,
         now: () => o.clock.now(),
         report,
@@ -318,10 +361,48 @@ export class Redlock {
     return { report };
   }
 
+  /**
+   * Run one operation on every node, decide it, and report it. With `ttlMs`, also compute the
+   * validity and the deadline it gives (`t0 + ttl - drift`, anchored before the first send).
+   */
+  async #vote(
+    o: ResolvedOptions,
+    operation: Operation,
+    resources: readonly string[],
+    attempt: number,
+    ttlMs: number | undefined,
+    spec: Pick<FanOutOptions, "yes" | "task" | "startAfter"> & { signal?: AbortSignal | undefined },
+  ) {
+    const fan = fanOut({
+      nodeIds: this.nodes.map((n) => n.id),
+      quorum: o.quorum,
+      timeoutMs: o.requestTimeoutMs,
+      clock: o.clock,
+      ...spec,
+      onNodeSettled: (outcome) => this.#nodeSettled(o, operation, resources, outcome),
+    });
+    const decided = await fan.decided;
+    const elapsedMs = decided.decidedAt - fan.startedAt;
+    const validity =
+      ttlMs === undefined ? undefined : validityMs(ttlMs, fan.startedAt, decided.decidedAt, o.driftFactor);
+    const report: AttemptReport = {
+      operation,
+      attempt,
+      resources,
+      quorum: o.quorum,
+      votes: decided.outcomes.filter((n) => n.outcome === spec.yes).length,
+      elapsedMs,
+      ...(validity === undefined ? {} : { validityMs: validity }),
+      ok: decided.granted && (validity === undefined || validity > o.minValidityMs),
+      nodes: decided.outcomes,
+      requests: decided.requests,
+    };
+    callHook(o.onAttempt, report);
+    return { report, fan, decided, deadline: decided.decidedAt + (validity ?? 0) };
+  }
+
   async #extend(lock: Lock, ttlMs: number, overrides: RedlockOptions | undefined): Promise<AttemptReport> {
-    validateTtl(ttlMs);
-    const o = this.#resolve(overrides, ttlMs);
-    validateTtl(ttlMs, o);
+    const o = this.#resolveWithTtl(overrides, ttlMs);
     const what = lock.resources.join(", ");
     if (lock.released) throw new LockExpiredError(`lock on ${what} was released; acquire it again`);
     if (lock.remainingMs() <= 0) throw new LockExpiredError(`lock on ${what} has expired; acquire it again`);
@@ -333,72 +414,75 @@ export class Redlock {
         `extending lock on ${what} by ${ttlMs} ms would hold it past maxHoldMs ${o.maxHoldMs}`,
       );
     }
-    const fan = this.#fanOut(o, "extend", lock.resources, {
-      yes: "extended",
-      task: (i, context) => extendOnNode(this.#node(i), lock.keys, lock.token, ttlMs, context),
-    });
-    const decided = await fan.decided;
-    const validity = validityMs(ttlMs, fan.startedAt, decided.decidedAt, o.driftFactor);
-    const ok = decided.granted && validity > o.minValidityMs;
-    const report: AttemptReport = {
-      operation: "extend",
-      attempt: lock.extensions + 1,
-      resources: lock.resources,
-      quorum: o.quorum,
-      votes: decided.outcomes.filter((n) => n.outcome === "extended").length,
-      elapsedMs: decided.decidedAt - fan.startedAt,
-      validityMs: validity,
-      ok,
-      nodes: decided.outcomes,
-      requests: decided.requests,
-    };
-    callHook(o.onAttempt, report);
-    if (ok) {
-      lock.extended(decided.decidedAt + validity);
+    try {
+      const { report, deadline } = await this.#extendKeys(
+        lock.resources,
+        lock.keys,
+        lock.token,
+        ttlMs,
+        o,
+        lock.extensions + 1,
+      );
+      lock.extended(deadline);
       return report;
+    } catch (error) {
+      if (error instanceof ExtendError && error.cause instanceof LockLostError) lock.lose(error.cause);
+      throw error;
     }
-    const kinds = decided.outcomes.map((n) => n.outcome);
-    if (decided.granted) {
-      throw new ExtendError(`extended ${what} with only ${Math.round(validity)} ms of validity left`, [report]);
+  }
+
+  /** Compare-and-PEXPIRE on every node. Throws {@link ExtendError}; its cause is a {@link LockLostError} when a quorum no longer holds the token. */
+  async #extendKeys(
+    resources: readonly string[],
+    keys: readonly string[],
+    token: string,
+    ttlMs: number,
+    o: ResolvedOptions,
+    attempt: number,
+  ) {
+    const what = resources.join(", ");
+    const { report, deadline } = await this.#vote(o, "extend", resources, attempt, ttlMs, {
+      yes: "extended",
+      task: (i, context) => extendOnNode(this.#node(i), keys, token, ttlMs, context),
+    });
+    if (report.ok) return { report, deadline };
+    if (report.votes >= o.quorum) {
+      throw new ExtendError(`extended ${what} with only ${Math.round(report.validityMs ?? 0)} ms of validity left`, [
+        report,
+      ]);
     }
-    if (refusalReason(kinds, o.quorum) === "held") {
+    if (
+      refusalReason(
+        report.nodes.map((n) => n.outcome),
+        o.quorum,
+      ) === "held"
+    ) {
       // A quorum no longer holds our token: the lock is gone, whatever the local deadline says.
-      const error = new LockLostError(`lock on ${what} is no longer held on a quorum`, { attempts: [report] });
-      lock.lose(error);
+      const lost = new LockLostError(`lock on ${what} is no longer held on a quorum`, { attempts: [report] });
       throw new ExtendError(
         `could not extend ${what}: the lock is no longer held (${summary(report)})`,
         [report],
-        error,
+        lost,
       );
     }
     throw new ExtendError(`could not extend ${what}: ${summary(report)}`, [report]);
   }
 
-  async #release(lock: Lock): Promise<ReleaseResult> {
-    const o = this.#resolve(undefined, lock.ttlMs);
-    const fan = this.#fanOut(o, "release", lock.resources, {
+  /** Compare-and-DEL on every node; resolves once the outcome is clear, slow nodes finish in the background. */
+  async #releaseKeys(
+    resources: readonly string[],
+    keys: readonly string[],
+    token: string,
+    o: ResolvedOptions,
+    startAfter?: (index: number) => Promise<unknown>,
+  ): Promise<ReleaseResult> {
+    const { report, fan } = await this.#vote(o, "release", resources, 1, undefined, {
       yes: "released",
-      // A straggling acquire request could still land after our DEL: wait for it first.
-      startAfter: (i) => lock.acquireFinished[i] as Promise<void>,
-      task: (i, context) => releaseOnNode(this.#node(i), lock.keys, lock.token, context),
+      startAfter,
+      task: (i, context) => releaseOnNode(this.#node(i), keys, token, context),
     });
-    // Resolve once the outcome is clear; slow nodes finish in the background (see settled()).
     this.#inBackground(Promise.all(fan.outcomes));
-    const decided = await fan.decided;
-    const released = decided.outcomes.filter((n) => n.outcome === "released").length;
-    const report: AttemptReport = {
-      operation: "release",
-      attempt: 1,
-      resources: lock.resources,
-      quorum: o.quorum,
-      votes: released,
-      elapsedMs: decided.decidedAt - fan.startedAt,
-      ok: decided.granted,
-      nodes: decided.outcomes,
-      requests: decided.requests,
-    };
-    callHook(o.onAttempt, report);
-    return { released, nodes: decided.outcomes, report };
+    return { released: report.votes, nodes: report.nodes, report };
   }
 
   async #releaseOne(
@@ -419,6 +503,40 @@ export class Redlock {
       onNodeSettled: (outcome) => this.#nodeSettled(o, "release", resources, outcome),
     });
     return (await fan.outcomes[0]) as NodeOutcome;
+  }
+
+  async #verify(lock: Lock, overrides: RedlockOptions | undefined): Promise<VerifyResult> {
+    const o = this.#resolve(overrides, lock.ttlMs);
+    const pttls: (number | undefined)[] = [];
+    const { report, decided, fan } = await this.#vote(o, "verify", lock.resources, 1, undefined, {
+      yes: "verified",
+      task: async (i, context) => {
+        const pttl = await verifyOnNode(this.#node(i), lock.keys, lock.token, context);
+        pttls[i] = pttl;
+        return pttl > 0 ? "verified" : "held";
+      },
+    });
+    // The servers' own clocks decide expiry: the quorum-th longest PTTL, less the time since the
+    // request left and the drift allowance, bounds what is left.
+    const remaining = pttls.filter((p): p is number => p !== undefined && p > 0).sort((a, b) => b - a);
+    const quorumPttl = remaining[o.quorum - 1];
+    const elapsed = decided.decidedAt - fan.startedAt;
+    const serverRemaining =
+      quorumPttl === undefined ? Number.NEGATIVE_INFINITY : quorumPttl - elapsed - driftMs(quorumPttl, o.driftFactor);
+    const remainingMs = Math.min(lock.remainingMs(), serverRemaining);
+    const held = report.ok && remainingMs > o.minValidityMs;
+    if (
+      !report.ok &&
+      refusalReason(
+        report.nodes.map((n) => n.outcome),
+        o.quorum,
+      ) === "held"
+    ) {
+      lock.lose(
+        new LockLostError(`lock on ${lock.resources.join(", ")} is no longer held on a quorum`, { attempts: [report] }),
+      );
+    }
+    return { held, remainingMs: held ? remainingMs : Math.min(remainingMs, 0), report };
   }
 
   async #autoExtend(lock: Lock, ttlMs: number, o: ResolvedOptions, stop: AbortSignal): Promise<void> {
@@ -443,22 +561,6 @@ export class Redlock {
     }
   }
 
-  #fanOut(
-    o: ResolvedOptions,
-    operation: Operation,
-    resources: readonly string[],
-    spec: Pick<FanOutOptions, "yes" | "task" | "startAfter"> & { signal?: AbortSignal | undefined },
-  ) {
-    return fanOut({
-      nodeIds: this.nodes.map((n) => n.id),
-      quorum: o.quorum,
-      timeoutMs: o.requestTimeoutMs,
-      clock: o.clock,
-      ...spec,
-      onNodeSettled: (outcome) => this.#nodeSettled(o, operation, resources, outcome),
-    });
-  }
-
   #nodeSettled(o: RedlockHooks, operation: Operation, resources: readonly string[], outcome: NodeOutcome): void {
     if (outcome.outcome === "error" || outcome.outcome === "timeout") {
       callHook(o.onNodeError, { operation, resources, outcome });
@@ -467,6 +569,14 @@ export class Redlock {
 
   #resolve(overrides: RedlockOptions | undefined, ttlMs: number): ResolvedOptions {
     return resolveOptions(this.#options, overrides, ttlMs, this.nodes.length);
+  }
+
+  /** Resolve the options for a TTL given by the caller, validating the TTL against them. */
+  #resolveWithTtl(overrides: RedlockOptions | undefined, ttlMs: number): ResolvedOptions {
+    validateTtl(ttlMs);
+    const o = this.#resolve(overrides, ttlMs);
+    validateTtl(ttlMs, o);
+    return o;
   }
 
   #node(index: number): RedisNode {
@@ -480,6 +590,12 @@ export class Redlock {
     );
     this.#background.add(tracked);
     void tracked.then(() => this.#background.delete(tracked));
+  }
+}
+
+function validateToken(token: unknown): asserts token is string {
+  if (typeof token !== "string" || token.length === 0 || token.length > 256) {
+    throw new InvalidArgumentError("token must be a non-empty string of at most 256 characters");
   }
 }
 

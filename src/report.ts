@@ -5,7 +5,7 @@
 
 /**
  * What one node answered in one operation.
- * - `acquired` / `extended` / `released`: the node did what was asked.
+ * - `acquired` / `extended` / `released` / `verified`: the node did what was asked.
  * - `held`: the key is held by another token (acquire), or no longer holds ours (extend).
  * - `not-held`: release found none of our keys there (already expired or never set).
  * - `error`: transport failure, HTTP error status, unparsable answer or Redis error reply.
@@ -17,6 +17,7 @@ export type NodeOutcomeKind =
   | "acquired"
   | "extended"
   | "released"
+  | "verified"
   | "held"
   | "not-held"
   | "error"

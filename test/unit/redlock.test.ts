@@ -344,6 +344,54 @@ describe("extend and release", () => {
   });
 });
 
+describe("verify", () => {
+  it("re-checks on the nodes and takes the smaller of local and server validity", async () => {
+    const nodes = fakeNodes(3);
+    const lock = await run(client(nodes).acquire("r", 10_000), 1);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
+    // A key was shortened behind our back: the quorum-th longest PTTL rules.
+    nodes[1]!.store.set("r", { value: lock.token, expiresAt: Date.now() + 4000 });
+    nodes[2]!.store.set("r", { value: lock.token, expiresAt: Date.now() + 3000 });
+    const result = await run(lock.verify(), 1);
+    expect(result.held).toBe(true);
+    // 2nd longest PTTL 4000 read 20 ms ago (the fake applies the script at answer time, so the
+    // PTTL is 4000 - 20), less the round trip and drift floor(3980 * 0.01) + 2.
+    expect(result.remainingMs).toBe(3980 - 20 - 41);
+    expect(result.report.operation).toBe("verify");
+  });
+
+  it("reports a lock taken away and aborts its signal", async () => {
+    const nodes = fakeNodes(3);
+    const lock = await run(client(nodes).acquire("r", 10_000), 1);
+    for (const n of nodes.slice(0, 2)) n.store.delete("r");
+    const result = await run(lock.verify(), 1);
+    expect(result.held).toBe(false);
+    expect(result.remainingMs).toBeLessThanOrEqual(0);
+    expect(lock.signal.reason).toBeInstanceOf(LockLostError);
+  });
+});
+
+describe("locks known by resources and token", () => {
+  it("extends and releases from another client, never reviving or touching foreign keys", async () => {
+    const nodes = fakeNodes(3);
+    const lock = await run(client(nodes).acquire(["a", "b"], 1000), 1);
+    const other = client(nodes);
+    const report = await run(other.extend(["b", "a"], lock.token, 5000), 1);
+    expect(report.ok).toBe(true);
+    await expect(run(other.extend("a", "not-the-token", 5000), 1)).rejects.toBeInstanceOf(ExtendError);
+    const released = await run(other.release(["a", "b"], lock.token), 1);
+    expect(released.released).toBeGreaterThanOrEqual(2);
+    await run(other.settled(), 1);
+    for (const n of nodes) expect(n.get("a")).toBeUndefined();
+    await expect(run(other.extend(["a", "b"], lock.token, 5000), 1)).rejects.toBeInstanceOf(ExtendError);
+    for (const n of nodes) expect(n.get("a")).toBeUndefined();
+  });
+
+  it("validates the token", async () => {
+    await expect(client(fakeNodes(3)).release("a", "")).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+});
+
 describe("using", () => {
   it("extends automatically and releases at the end", async () => {
     const nodes = fakeNodes(3);

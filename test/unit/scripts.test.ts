@@ -3,6 +3,7 @@ import { acquireAllScript } from "../../src/scripts/acquire-all.js";
 import { extendScript } from "../../src/scripts/extend.js";
 import { inspectScript } from "../../src/scripts/inspect.js";
 import { releaseScript } from "../../src/scripts/release.js";
+import { verifyScript } from "../../src/scripts/verify.js";
 
 async function sha1(text: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(text));
@@ -10,7 +11,7 @@ async function sha1(text: string): Promise<string> {
 }
 
 describe("Lua scripts", () => {
-  for (const script of [acquireAllScript, extendScript, releaseScript, inspectScript]) {
+  for (const script of [acquireAllScript, extendScript, releaseScript, inspectScript, verifyScript]) {
     it(`${script.name}: the committed SHA-1 matches the source`, async () => {
       expect(script.sha1).toMatch(/^[0-9a-f]{40}$/);
       expect(await sha1(script.source)).toBe(script.sha1);

@@ -8,6 +8,7 @@ import { acquireAllScript } from "../../../src/scripts/acquire-all.js";
 import { extendScript } from "../../../src/scripts/extend.js";
 import { inspectScript } from "../../../src/scripts/inspect.js";
 import { releaseScript } from "../../../src/scripts/release.js";
+import { verifyScript } from "../../../src/scripts/verify.js";
 import type { RedisArgument, RedisNode, RedisReply } from "../../../src/transport.js";
 
 export type Behaviour =
@@ -24,7 +25,7 @@ export type Behaviour =
   /** Rejects the token. */
   | { kind: "unauthorized" };
 
-const scripts = [acquireAllScript, extendScript, releaseScript, inspectScript];
+const scripts = [acquireAllScript, extendScript, releaseScript, inspectScript, verifyScript];
 
 export class FakeNode implements RedisNode {
   readonly store = new Map<string, { value: string; expiresAt: number }>();
@@ -132,6 +133,10 @@ export class FakeNode implements RedisNode {
           }
         }
         return deleted;
+      }
+      case "verify": {
+        if (keys.some((k) => this.get(k) !== token)) return -1;
+        return Math.min(...keys.map((k) => (this.store.get(k) as { expiresAt: number }).expiresAt - Date.now()));
       }
       case "inspect": {
         const k = keys[0] as string;
