@@ -25,7 +25,14 @@ export type { ReleaseResult, VerifyResult } from "./lock.js";
 export { Lock } from "./lock.js";
 export type { RedlockHooks, RedlockOptions, RetryContext } from "./options.js";
 export { DEFAULT_OPTIONS, MAX_RESOURCE_LENGTH, MAX_RESOURCES, MAX_TTL_MS } from "./options.js";
-export type { AcquireOptions, InspectedNode, InspectResult, NodeConfig, RedlockConfig } from "./redlock.js";
+export type {
+  AcquireOptions,
+  InspectedNode,
+  InspectResult,
+  NodeConfig,
+  RedlockConfig,
+  UsingOptions,
+} from "./redlock.js";
 export { Redlock } from "./redlock.js";
 export type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "./report.js";
 export type { RedisArgument, RedisNode, RedisReply, RestNodeConfig } from "./transport.js";

@@ -49,6 +49,17 @@ export interface AcquireOptions extends RedlockOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** Per-call options of `using`. */
+export interface UsingOptions extends AcquireOptions {
+  /**
+   * Hand the final release to the platform instead of awaiting it, e.g. Workers'
+   * `ctx.waitUntil` or Vercel's `waitUntil`: the response is not held up by the release round
+   * trip, and the runtime keeps the request alive until it is done.
+   * @default undefined (the release is awaited before `using` resolves)
+   */
+  waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+}
+
 /** One node's view of a key, from {@link Redlock.inspect}. */
 export type InspectedNode =
   | { readonly node: string; readonly value: string | null; readonly pttlMs: number }
@@ -160,7 +171,7 @@ export class Redlock {
     resources: string | readonly string[],
     ttlMs: number,
     routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
-    options?: AcquireOptions,
+    options?: UsingOptions,
   ): Promise<T> {
     const lock = await this.acquire(resources, ttlMs, options);
     const o = this.#resolve(options, ttlMs);
@@ -171,17 +182,24 @@ export class Redlock {
       return await routine(signal, lock);
     } finally {
       stop.abort();
-      await extending;
-      const result = await lock.release();
-      if (result.released < o.quorum && result.nodes.some((n) => isFailure(n.outcome))) {
-        callHook(o.onReleaseError, {
-          resources: lock.resources,
-          error: new QuorumUnavailableError(
-            `could not release ${lock.resources.join(", ")} on a quorum; it expires by its TTL`,
-            [result.report],
-          ),
-        });
-      }
+      const releasing = this.#releaseAfter(extending, lock, o);
+      if (options?.waitUntil) options.waitUntil(releasing);
+      else await releasing;
+    }
+  }
+
+  /** Release once auto-extension has stopped; a release without quorum goes to `onReleaseError`. Never rejects. */
+  async #releaseAfter(extending: Promise<void>, lock: Lock, o: ResolvedOptions): Promise<void> {
+    await extending;
+    const result = await lock.release();
+    if (result.released < o.quorum && result.nodes.some((n) => isFailure(n.outcome))) {
+      callHook(o.onReleaseError, {
+        resources: lock.resources,
+        error: new QuorumUnavailableError(
+          `could not release ${lock.resources.join(", ")} on a quorum; it expires by its TTL`,
+          [result.report],
+        ),
+      });
     }
   }
 

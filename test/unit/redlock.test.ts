@@ -445,6 +445,22 @@ describe("using", () => {
     expect(releaseErrors.mock.calls[0]?.[0].error).toBeInstanceOf(QuorumUnavailableError);
   });
 
+  it("hands the release to waitUntil instead of awaiting it", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 50 };
+    const handed: Promise<unknown>[] = [];
+    const redlock = client(nodes, { requestTimeoutMs: 500 });
+    await run(
+      redlock.using("r", 1000, async () => "ok", { waitUntil: (p) => handed.push(p) }),
+      1,
+    );
+    expect(handed).toHaveLength(1);
+    expect(nodes.filter((n) => n.get("r") !== undefined).length).toBeGreaterThanOrEqual(2);
+    await run(handed[0] as Promise<unknown>, 1);
+    await run(redlock.settled(), 1);
+    for (const n of nodes) expect(n.get("r")).toBeUndefined();
+  });
+
   it("passes the caller's abort on to the routine's signal", async () => {
     const nodes = fakeNodes(3);
     const controller = new AbortController();
