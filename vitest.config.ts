@@ -1,4 +1,18 @@
+import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
+
+/**
+ * globalSetup of the runtime projects: build dist/ once per run, start 5 local nodes shared by
+ * these projects (provided as `nodes`), and pick a closed loopback port (`deadUrl`).
+ */
+const runtimeSetup = [
+  "test/runtimes/setup/build.ts",
+  "test/runtimes/setup/nodes.ts",
+  "test/runtimes/setup/dead-endpoint.ts",
+];
+
+/** Not newer than the workerd that wrangler 4.86 / pool 0.15.1 ship (2026-05-03). */
+const COMPATIBILITY_DATE = "2026-05-01";
 
 export default defineConfig({
   test: {
@@ -19,6 +33,77 @@ export default defineConfig({
           globalSetup: ["test/support/global-setup.ts"],
           testTimeout: 60_000,
           hookTimeout: 60_000,
+        },
+      },
+      // The portable suite (test/runtimes/portable-suite.ts) in every runtime, against the built package.
+      {
+        test: {
+          name: "runtime-node",
+          environment: "node",
+          include: ["test/runtimes/node/**/*.test.ts"],
+          globalSetup: runtimeSetup,
+          // Node itself loads the package (and so dist/), not vite's transform.
+          server: { deps: { external: [/\/test\/runtimes\/edge-redlock\.js$/] } },
+          testTimeout: 30_000,
+        },
+      },
+      {
+        plugins: [
+          cloudflareTest(({ inject }) => ({
+            miniflare: {
+              compatibilityDate: COMPATIBILITY_DATE,
+              serviceBindings: { SUITE: "edge-redlock-suite" },
+              // The suite runs in this plain worker: no compatibility flags, so no Node.js APIs.
+              workers: [
+                {
+                  name: "edge-redlock-suite",
+                  modules: true,
+                  script: inject("workerdScript"),
+                  compatibilityDate: COMPATIBILITY_DATE,
+                },
+              ],
+            },
+          })),
+        ],
+        test: {
+          name: "runtime-workerd",
+          include: ["test/runtimes/workerd/**/*.test.ts"],
+          globalSetup: [...runtimeSetup, "test/runtimes/setup/workerd-script.ts"],
+          testTimeout: 30_000,
+        },
+      },
+      {
+        test: {
+          name: "runtime-edge",
+          environment: "node",
+          include: ["test/runtimes/edge/**/*.test.ts"],
+          globalSetup: runtimeSetup,
+          testTimeout: 30_000,
+        },
+      },
+      {
+        test: {
+          name: "runtime-deno",
+          environment: "node",
+          include: ["test/runtimes/deno/**/*.test.ts"],
+          globalSetup: runtimeSetup,
+        },
+      },
+      {
+        test: {
+          name: "runtime-bun",
+          environment: "node",
+          include: ["test/runtimes/bun/**/*.test.ts"],
+          globalSetup: runtimeSetup,
+        },
+      },
+      // publint, attw and the tarball's contents, on the freshly built package.
+      {
+        test: {
+          name: "packaging",
+          environment: "node",
+          include: ["test/runtimes/packaging/**/*.test.ts"],
+          globalSetup: ["test/runtimes/setup/build.ts"],
         },
       },
     ],
