@@ -62,6 +62,9 @@ export const CASE_NAMES = [
 
 export type CaseName = (typeof CASE_NAMES)[number];
 
+/** The extra case of the runtimes that import the package by name themselves (Deno, Bun). */
+export const RESOLUTION_CASE = "the package name resolves to the built dist/index.js";
+
 /** Builds the cases. Nothing is sent until a case runs; the cases are independent of each other. */
 export function portableSuite(
   lib: EdgeRedlockModule,

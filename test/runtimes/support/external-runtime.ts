@@ -3,8 +3,10 @@
  * (Deno, Bun): one vitest test per case, passed only if that runtime reported the case as passed,
  * plus one that checks it ran every case (so a runner that ran nothing fails too).
  */
+const EXPECTED = [RESOLUTION_CASE, ...CASE_NAMES];
+
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { CASE_NAMES } from "../portable-suite.js";
+import { CASE_NAMES, RESOLUTION_CASE } from "../portable-suite.js";
 import { type CaseResult, type Finished, run } from "./subprocess.js";
 
 export interface ExternalRuntime {
@@ -36,11 +38,11 @@ export function describeExternalRuntime(runtime: ExternalRuntime): void {
 
   describe(runtime.title, () => {
     it("ran every case and exited 0", () => {
-      expect([...results.keys()].sort(), transcript()).toEqual([...CASE_NAMES].sort());
+      expect([...results.keys()].sort(), transcript()).toEqual([...EXPECTED].sort());
       expect(finished.code, transcript()).toBe(0);
     });
 
-    for (const name of CASE_NAMES) {
+    for (const name of EXPECTED) {
       it(name, () => {
         const result = results.get(name);
         if (result === undefined) throw new Error(`${runtime.title} did not report this case\n${transcript()}`);
