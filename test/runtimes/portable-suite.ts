@@ -150,14 +150,14 @@ export function portableSuite(
       assert.ok(report.ok && report.votes >= quorum, `the extension reached a quorum (${report.votes})`);
       assert.equal(lock.extensions, 1, "lock.extensions");
       assert.ok(lock.remainingMs() > 9000, `remainingMs() after the extension (${lock.remainingMs()})`);
-      await redlock.settled();
       const after = await valuesOn(redlock, "extend");
-      for (const n of after) {
-        if (n.value === null) continue; // a node the extension settled without (pending) may lag
+      after.forEach((n, i) => {
+        assert.ok(n.value === null || n.value === lock.token, `node ${n.node}: no other token (${n.value})`);
+        // The extension settles once a quorum agreed: a node still pending then may not be extended yet.
+        if (report.nodes[i]?.outcome !== "extended") return;
         assert.equal(n.value, lock.token, `node ${n.node} keeps the same token`);
         assert.ok(n.pttlMs > 9000 && n.pttlMs <= 10_000, `node ${n.node}: PTTL pushed out (${n.pttlMs})`);
-      }
-      assert.ok(after.filter((n) => n.value === lock.token).length >= quorum, "a quorum holds the extended key");
+      });
       await lock.release();
       await redlock.settled();
     },
@@ -239,9 +239,14 @@ export function portableSuite(
       const inspected = await redlock.inspect("degraded");
       const deadView = inspected.nodes[4]!;
       assert.ok("error" in deadView, "inspect reports the dead node's error");
-      for (const n of inspected.nodes.slice(0, 4)) {
-        assert.ok("value" in n && n.value === lock.token, `live node ${n.node} holds the token`);
-      }
+      inspected.nodes.slice(0, 4).forEach((n, i) => {
+        assert.ok("value" in n, `live node ${n.node} answers inspect`);
+        const value = "value" in n ? n.value : undefined;
+        // A live node still pending when the vote was decided may not have the key yet.
+        if (report.nodes[i]?.outcome === "acquired")
+          assert.equal(value, lock.token, `live node ${n.node} holds the token`);
+        else assert.ok(value === lock.token || value === null, `live node ${n.node}: ${value}`);
+      });
       const released = await lock.release();
       assert.ok(released.released >= quorum, `released on the live nodes (${released.released})`);
       await redlock.settled();
