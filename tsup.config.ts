@@ -1,7 +1,7 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: { index: "src/index.ts", "upstash/index": "src/upstash/index.ts" },
+  entry: { index: "src/index.ts", "upstash/index": "src/upstash/index.ts", "hono/index": "src/hono/index.ts" },
   format: ["esm"],
   dts: true,
   clean: true,

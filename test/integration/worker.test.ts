@@ -1,0 +1,145 @@
+/**
+ * End to end: the demo worker running in workerd (wrangler's unstable_startWorker) against the
+ * real local nodes.
+ */
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { unstable_startWorker } from "wrangler";
+import { type NodeCluster, startNodes } from "../../tools/nodes/index.js";
+import { uniqueKey } from "./support/nodes.js";
+
+process.env.WRANGLER_SEND_METRICS = "false";
+process.env.CLOUDFLARE_CF_FETCH_ENABLED = "false";
+
+const SECRET = "e2e-secret";
+const REQUESTS = 60;
+
+type Worker = Awaited<ReturnType<typeof unstable_startWorker>>;
+
+async function start(nodes: { url: string; token: string }[]): Promise<{ worker: Worker; base: string }> {
+  const worker = await unstable_startWorker({
+    config: "wrangler.toml",
+    bindings: {
+      REDLOCK_NODES: { type: "plain_text", value: JSON.stringify(nodes) },
+      API_SECRET: { type: "plain_text", value: SECRET },
+    },
+    dev: { server: { hostname: "127.0.0.1", port: 0 }, inspector: false, watch: false, logLevel: "error" },
+  });
+  await worker.ready;
+  return { worker, base: String(await worker.url).replace(/\/$/, "") };
+}
+
+describe("the demo worker in workerd", () => {
+  let worker: Worker;
+  let base: string;
+  const call = (method: string, path: string, body?: unknown, token = SECRET) =>
+    fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
+    });
+
+  beforeAll(async () => {
+    ({ worker, base } = await start(inject("nodes")));
+  });
+  afterAll(async () => {
+    await worker?.dispose();
+  });
+
+  it("the locked counter ends at exactly the number of requests; the unsafe one loses updates", async () => {
+    const locked = uniqueKey("locked").replaceAll(":", "-");
+    const unsafe = uniqueKey("unsafe").replaceAll(":", "-");
+    const fire = (name: string, query = "") =>
+      Promise.all(Array.from({ length: REQUESTS }, () => call("POST", `/counter/${name}/increment${query}`)));
+    const lockedAnswers = await fire(locked);
+    expect(lockedAnswers.map((r) => r.status)).toEqual(Array(REQUESTS).fill(200));
+    const unsafeAnswers = await fire(unsafe, "?unsafe=1");
+    expect(unsafeAnswers.map((r) => r.status)).toEqual(Array(REQUESTS).fill(200));
+    expect(await (await call("GET", `/counter/${locked}`)).json()).toEqual({ name: locked, value: REQUESTS });
+    const { value } = (await (await call("GET", `/counter/${unsafe}`)).json()) as { value: number };
+    expect(value).toBeLessThan(REQUESTS);
+  });
+
+  it("locks as a service: acquire 201, a second acquire 409, inspect, extend, release", async () => {
+    const resource = uniqueKey("svc").replaceAll(":", "-");
+    const first = await call("POST", `/locks/${resource}`, { ttlMs: 10_000 });
+    expect(first.status).toBe(201);
+    const { token, nodes } = (await first.json()) as { token: string; nodes: { outcome: string }[] };
+    expect(nodes.filter((n) => n.outcome === "acquired").length).toBeGreaterThanOrEqual(3);
+
+    const second = await call("POST", `/locks/${resource}`, { ttlMs: 10_000 });
+    expect(second.status).toBe(409);
+    expect(second.headers.get("retry-after")).toBe("1");
+    expect(await second.json()).toMatchObject({ error: "LOCK_HELD" });
+
+    const view = (await (await call("GET", `/locks/${resource}`)).json()) as { nodes: { value?: string }[] };
+    expect(view.nodes.every((n) => n.value === token)).toBe(true);
+
+    const extended = await call("POST", `/locks/${resource}/extend`, { token, ttlMs: 20_000 });
+    expect(extended.status).toBe(200);
+    expect(((await extended.json()) as { validityMs: number }).validityMs).toBeGreaterThan(15_000);
+
+    const wrongToken = await call("POST", `/locks/${resource}/extend`, { token: "nope", ttlMs: 20_000 });
+    expect(wrongToken.status).toBe(409);
+
+    const released = await call("DELETE", `/locks/${resource}`, { token });
+    expect(((await released.json()) as { released: number }).released).toBeGreaterThanOrEqual(3);
+    expect((await call("POST", `/locks/${resource}`, { ttlMs: 1000 })).status).toBe(201);
+  });
+
+  it.each([
+    ["a missing token", () => fetch(`${base}/counter/x`)],
+    ["a wrong token", () => call("GET", "/counter/x", undefined, "wrong")],
+  ])("401 JSON for %s", async (_, send) => {
+    const response = await send();
+    expect(response.status).toBe(401);
+    expect(await response.json()).toMatchObject({ error: "UNAUTHORIZED" });
+  });
+
+  it.each([
+    ["malformed JSON", "/locks/r1", "{not json"],
+    ["a non-object body", "/locks/r1", "[1,2]"],
+    ["a TTL out of bounds", "/locks/r1", { ttlMs: 10 }],
+    ["a fractional TTL", "/locks/r1", { ttlMs: 1000.5 }],
+    ["a bad resource name", "/locks/bad%20name", { ttlMs: 1000 }],
+    ["an oversized resource name", `/locks/${"x".repeat(129)}`, { ttlMs: 1000 }],
+  ])("400 JSON for %s", async (_, path, body) => {
+    const response = await call("POST", path, body);
+    expect(response.status).toBe(400);
+    const json = (await response.json()) as { error: string; message: string };
+    expect(json.error).toMatch(/^BAD_/);
+    expect(JSON.stringify(json)).not.toMatch(/\bat .*\.(ts|js):\d+/);
+  });
+
+  it("404 JSON for an unknown route", async () => {
+    const response = await call("GET", "/nope");
+    expect(response.status).toBe(404);
+    expect(await response.json()).toMatchObject({ error: "NOT_FOUND" });
+  });
+});
+
+describe("the demo worker with its nodes down", () => {
+  let cluster: NodeCluster;
+  let worker: Worker;
+  let base: string;
+
+  beforeAll(async () => {
+    cluster = await startNodes({ count: 3 });
+    ({ worker, base } = await start(cluster.nodes.map(({ url, token }) => ({ url, token }))));
+  });
+  afterAll(async () => {
+    await worker?.dispose();
+    await cluster?.stop();
+  });
+
+  it("503 JSON with Retry-After when no quorum can be formed", async () => {
+    await cluster.kill(0);
+    await cluster.kill(1);
+    const response = await fetch(`${base}/counter/down/increment`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${SECRET}` },
+    });
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBe("1");
+    expect(await response.json()).toMatchObject({ error: expect.stringMatching(/QUORUM_UNAVAILABLE|ACQUIRE_TIMEOUT/) });
+  }, 60_000);
+});

@@ -1,0 +1,244 @@
+/**
+ * The demo worker: locks as an HTTP service, and a counter incremented with a deliberately
+ * non-atomic read-modify-write, under the lock or (`?unsafe=1`) without it.
+ *
+ * Every route needs `Authorization: Bearer <API_SECRET>`. See the README for the API.
+ */
+import { Hono } from "hono";
+import { type LockVariables, withLock } from "../src/hono/index.js";
+import { ExtendError, InvalidArgumentError, LockLostError, type RedisNode, Redlock, restNode } from "../src/index.js";
+import { type Bindings, ConfigError, nodesFromEnv, secretFromEnv } from "./config.js";
+
+type AppEnv = { Bindings: Bindings; Variables: LockVariables };
+
+const RESOURCE = /^[A-Za-z0-9:_.-]{1,128}$/;
+const MIN_TTL_MS = 100;
+const MAX_TTL_MS = 60_000;
+
+/** One client per set of bindings (per isolate), built on first use. */
+const clients = new WeakMap<object, { redlock: Redlock; store: RedisNode }>();
+function client(env: Bindings) {
+  let entry = clients.get(env);
+  if (!entry) {
+    const nodes = nodesFromEnv(env);
+    entry = {
+      redlock: new Redlock({ nodes, retryBaseDelayMs: 5, retryMaxDelayMs: 100 }),
+      // The counter lives on the first node: any Redis would do, the lock is what is shown.
+      store: restNode(nodes[0] as { url: string; token: string }),
+    };
+    clients.set(env, entry);
+  }
+  return entry;
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly status: 400 | 401 | 404 | 409 | 503,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const app = new Hono<AppEnv>();
+
+app.use("*", async (c, next) => {
+  const secret = secretFromEnv(c.env);
+  const header = c.req.header("authorization") ?? "";
+  const given = header.startsWith("Bearer ") ? header.slice(7) : "";
+  if (!(await constantTimeEqual(given, secret)))
+    throw new HttpError(401, "UNAUTHORIZED", "missing or wrong Bearer token");
+  await next();
+});
+
+app.post("/locks/:resource", async (c) => {
+  const resource = resourceParam(c.req.param("resource"));
+  const { ttlMs } = await jsonBody(c.req.raw, { ttlMs: "ttl" });
+  const { redlock } = client(c.env);
+  const lock = await redlock.tryAcquire(resource, ttlMs as number);
+  waitUntil(c, redlock.settled());
+  if (!lock) throw new HttpError(409, "LOCK_HELD", `${resource} is locked by someone else`);
+  return c.json(
+    {
+      resource,
+      token: lock.token,
+      ttlMs,
+      validityMs: Math.floor(lock.remainingMs()),
+      expiresAt: new Date(lock.expiresAt).toISOString(),
+      nodes: lock.acquireReport.nodes,
+    },
+    201,
+  );
+});
+
+app.post("/locks/:resource/extend", async (c) => {
+  const resource = resourceParam(c.req.param("resource"));
+  const { token, ttlMs } = await jsonBody(c.req.raw, { token: "string", ttlMs: "ttl" });
+  const { redlock } = client(c.env);
+  try {
+    const report = await redlock.extend(resource, token as string, ttlMs as number);
+    return c.json({ resource, validityMs: Math.floor(report.validityMs ?? 0), nodes: report.nodes });
+  } catch (error) {
+    if (error instanceof ExtendError && error.cause instanceof LockLostError) {
+      throw new HttpError(409, "LOCK_NOT_HELD", "this token no longer holds the lock");
+    }
+    throw error;
+  }
+});
+
+app.delete("/locks/:resource", async (c) => {
+  const resource = resourceParam(c.req.param("resource"));
+  const { token } = await jsonBody(c.req.raw, { token: "string" });
+  const { redlock } = client(c.env);
+  const result = await redlock.release(resource, token as string);
+  waitUntil(c, redlock.settled());
+  return c.json({ resource, released: result.released, nodes: result.nodes });
+});
+
+app.get("/locks/:resource", async (c) => {
+  const resource = resourceParam(c.req.param("resource"));
+  const result = await client(c.env).redlock.inspect(resource);
+  return c.json({
+    resource,
+    nodes: result.nodes.map((n) => ("error" in n ? { node: n.node, error: n.error.message } : n)),
+  });
+});
+
+const lockCounter = withLock<AppEnv>({
+  redlock: (c) => client(c.env).redlock,
+  resource: (c) => `counter:${resourceParam(c.req.param("name") ?? "")}`,
+  ttlMs: 10_000,
+  // Hundreds of requests queue on one counter in the demo: loopback answers slow down under that
+  // load, so allow each request 2 s rather than the default ttl/10.
+  requestTimeoutMs: 2000,
+  maxAttempts: 10_000,
+  acquireTimeoutMs: 60_000,
+  // Wait while the counter is busy, but give up after 3 attempts when nodes refuse outright:
+  // waiting does not bring a quorum back.
+  retryDelay: ({ attempt, report }) => {
+    const down = report.nodes.filter((n) => n.outcome === "error").length;
+    if (down > report.nodes.length - report.quorum && attempt >= 3) return null;
+    // Full jitter, capped at 1 s: shorter waits only add load (every attempt costs a request
+    // per node) and split the votes more often.
+    return Math.floor(Math.random() * Math.min(1000, 20 * 2 ** attempt));
+  },
+});
+
+app.post(
+  "/counter/:name/increment",
+  async (c, next) => {
+    // `?unsafe=1` skips the lock to show what it prevents.
+    if (c.req.query("unsafe") === "1") return increment(c.env, resourceParam(c.req.param("name")), false);
+    return lockCounter(c, next);
+  },
+  async (c) => {
+    const lock = c.get("lock");
+    const response = await increment(c.env, resourceParam(c.req.param("name")), true);
+    response.headers.set("x-lock-attempts", String(lock.acquireReport.attempt));
+    return response;
+  },
+);
+
+app.get("/counter/:name", async (c) => {
+  const name = resourceParam(c.req.param("name"));
+  const value = await client(c.env).store.command(["GET", counterKey(name)], AbortSignal.timeout(5000));
+  return c.json({ name, value: Number(value ?? 0) });
+});
+
+app.delete("/counter/:name", async (c) => {
+  const name = resourceParam(c.req.param("name"));
+  await client(c.env).store.command(["DEL", counterKey(name)], AbortSignal.timeout(5000));
+  return c.json({ name, value: 0 });
+});
+
+app.notFound((c) => c.json({ error: "NOT_FOUND", message: `no route for ${c.req.method} ${c.req.path}` }, 404));
+
+app.onError((error, c) => {
+  if (error instanceof HttpError) {
+    if (error.status === 409 || error.status === 503) c.header("Retry-After", "1");
+    return c.json({ error: error.code, message: error.message }, error.status);
+  }
+  if (error instanceof InvalidArgumentError) return c.json({ error: error.code, message: error.message }, 400);
+  if (error instanceof ConfigError) {
+    console.error(`configuration: ${error.message}`);
+    return c.json({ error: "CONFIGURATION", message: "the worker is misconfigured" }, 500);
+  }
+  console.error(error);
+  return c.json({ error: "INTERNAL", message: "internal error" }, 500);
+});
+
+/** The deliberately non-atomic read-modify-write: GET, a pause, SET. */
+async function increment(env: Bindings, name: string, locked: boolean): Promise<Response> {
+  const { store } = client(env);
+  const key = counterKey(name);
+  const value = Number((await store.command(["GET", key], AbortSignal.timeout(5000))) ?? 0);
+  await new Promise((resolve) => setTimeout(resolve, 2));
+  await store.command(["SET", key, value + 1], AbortSignal.timeout(5000));
+  return Response.json({ name, value: value + 1, locked });
+}
+
+function counterKey(name: string): string {
+  return `demo:counter:${name}`;
+}
+
+function resourceParam(value: string): string {
+  if (!RESOURCE.test(value)) {
+    throw new HttpError(400, "BAD_RESOURCE", "resource names are 1-128 characters of A-Z a-z 0-9 : _ . -");
+  }
+  return value;
+}
+
+type FieldKind = "string" | "ttl";
+
+/** Parse a JSON object body and check the listed fields. */
+async function jsonBody(request: Request, fields: Record<string, FieldKind>): Promise<Record<string, unknown>> {
+  let body: unknown;
+  try {
+    body = JSON.parse(await request.text());
+  } catch {
+    throw new HttpError(400, "BAD_JSON", "the body must be a JSON object");
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new HttpError(400, "BAD_JSON", "the body must be a JSON object");
+  }
+  const record = body as Record<string, unknown>;
+  for (const [name, kind] of Object.entries(fields)) {
+    const value = record[name];
+    if (kind === "string" && (typeof value !== "string" || value.length === 0 || value.length > 256)) {
+      throw new HttpError(400, "BAD_FIELD", `"${name}" must be a non-empty string`);
+    }
+    if (
+      kind === "ttl" &&
+      !(Number.isInteger(value) && (value as number) >= MIN_TTL_MS && (value as number) <= MAX_TTL_MS)
+    ) {
+      throw new HttpError(400, "BAD_FIELD", `"${name}" must be an integer from ${MIN_TTL_MS} to ${MAX_TTL_MS}`);
+    }
+  }
+  return record;
+}
+
+/** Keep background work (stragglers, cleanup) alive after the response where the runtime allows. */
+function waitUntil(c: { executionCtx: { waitUntil(p: Promise<unknown>): void } }, work: Promise<unknown>): void {
+  try {
+    c.executionCtx.waitUntil(work);
+  } catch {
+    // No execution context (tests on Node): the promise simply runs on.
+  }
+}
+
+/** Compare two secrets in time independent of where they differ (SHA-256 both, then XOR). */
+async function constantTimeEqual(a: string, b: string): Promise<boolean> {
+  const encoder = new TextEncoder();
+  const [x, y] = await Promise.all([
+    crypto.subtle.digest("SHA-256", encoder.encode(a)),
+    crypto.subtle.digest("SHA-256", encoder.encode(b)),
+  ]);
+  const left = new Uint8Array(x);
+  const right = new Uint8Array(y);
+  let diff = 0;
+  for (let i = 0; i < left.length; i++) diff |= (left[i] as number) ^ (right[i] as number);
+  return diff === 0;
+}
+
+export default app;
