@@ -49,15 +49,19 @@ describe("unparsable node answers", () => {
   });
 
   it("2 garbage nodes of 5 (HTML and a dropped connection) → acquired on the 3 real ones", async () => {
-    const redlock = new Redlock({ nodes: [bad()[0]!, bad()[3]!, ...nodes.slice(0, 3)] });
+    const errors: string[] = [];
+    const redlock = new Redlock({
+      nodes: [bad()[0]!, bad()[3]!, ...nodes.slice(0, 3)],
+      requestTimeoutMs: 2000,
+      onNodeError: ({ operation, outcome }) => {
+        if (operation === "acquire") errors.push(`${outcome.node} ${outcome.outcome}`);
+      },
+    });
     const lock = await redlock.acquire(uniqueKey("garbage2"), 5000);
-    expect(lock.acquireReport.nodes.map((n) => n.outcome)).toEqual([
-      "error",
-      "error",
-      "acquired",
-      "acquired",
-      "acquired",
-    ]);
+    // The vote may settle before the garbage answers arrive (they are then "pending").
+    expect(lock.acquireReport.nodes.slice(2).map((n) => n.outcome)).toEqual(["acquired", "acquired", "acquired"]);
     await lock.release();
+    await redlock.settled();
+    expect(errors.sort()).toEqual([`${redlock.nodes[0]!.id} error`, `${redlock.nodes[1]!.id} error`].sort());
   });
 });

@@ -33,7 +33,8 @@ describe("mutual exclusion under real contention", () => {
     const intervals: [number, number][] = [];
     const clients = Array.from(
       { length: CLIENTS },
-      () => new Redlock({ nodes, maxAttempts: 10_000, retryBaseDelayMs: 2, retryMaxDelayMs: 40 }),
+      () =>
+        new Redlock({ nodes, maxAttempts: 10_000, retryBaseDelayMs: 2, retryMaxDelayMs: 40, requestTimeoutMs: 2000 }),
     );
     await Promise.all(
       clients.map(async (redlock) => {
@@ -54,7 +55,7 @@ describe("mutual exclusion under real contention", () => {
         intervals[i - 1]![1],
       );
     }
-  });
+  }, 300_000);
 
   it("the same workload without the lock loses updates (the test has teeth)", async () => {
     const counterKey = uniqueKey("unsafe");
@@ -75,16 +76,19 @@ describe("pre-occupied nodes", () => {
   it("acquires with 2 of 5 nodes held by a foreign token", async () => {
     const key = uniqueKey("held2");
     await occupy(2, key);
-    const redlock = new Redlock({ nodes });
+    const redlock = new Redlock({ nodes, requestTimeoutMs: 2000 });
     const lock = await redlock.acquire(key, 10_000);
-    expect(lock.acquireReport.nodes.filter((n) => n.outcome === "held")).toHaveLength(2);
+    // The vote may settle before the two "held" answers arrive.
+    const outcomes = lock.acquireReport.nodes.map((n) => n.outcome);
+    expect(outcomes.slice(2)).toEqual(["acquired", "acquired", "acquired"]);
+    expect(outcomes.slice(0, 2).every((o) => o === "held" || o === "pending")).toBe(true);
     await lock.release();
   });
 
   it("fails with LockHeldError naming the 3 nodes when 3 of 5 are held, and leaves no key of ours", async () => {
     const key = uniqueKey("held3");
     await occupy(3, key);
-    const redlock = new Redlock({ nodes, maxAttempts: 3, retryBaseDelayMs: 10 });
+    const redlock = new Redlock({ nodes, maxAttempts: 3, retryBaseDelayMs: 10, requestTimeoutMs: 2000 });
     const error = await redlock.acquire(key, 10_000).catch((e) => e);
     expect(error).toBeInstanceOf(LockHeldError);
     expect(error.code).toBe("LOCK_HELD");
