@@ -35,7 +35,6 @@ export interface LockOperations {
   extend(lock: Lock, ttlMs: number, overrides: RedlockOptions | undefined): Promise<AttemptReport>;
   release(lock: Lock): Promise<ReleaseResult>;
   verify(lock: Lock, overrides: RedlockOptions | undefined): Promise<VerifyResult>;
-  lost(lock: Lock, error: RedlockError): void;
 }
 
 /** Internal construction data of a {@link Lock}. */
@@ -47,6 +46,8 @@ export interface LockInit {
   readonly startedAt: number;
   readonly deadline: number;
   readonly minValidityMs: number;
+  /** The `onLockLost` hook in force when the lock was acquired. */
+  readonly onLost: (error: RedlockError) => void;
   readonly now: () => number;
   readonly report: AttemptReport;
   readonly operations: LockOperations;
@@ -81,6 +82,7 @@ export class Lock {
   readonly #controller = new AbortController();
   readonly #operations: LockOperations;
   readonly #now: () => number;
+  readonly #onLost: (error: RedlockError) => void;
   readonly #minValidityMs: number;
   /** @internal */
   readonly ttlMs: number;
@@ -104,6 +106,7 @@ export class Lock {
     this.acquireFinished = init.acquireFinished;
     this.#operations = init.operations;
     this.#now = init.now;
+    this.#onLost = init.onLost;
     this.#minValidityMs = init.minValidityMs;
     this.#deadline = init.deadline;
     this.signal = this.#controller.signal;
@@ -178,7 +181,7 @@ export class Lock {
     this.#clearTimer();
     if (this.signal.aborted) return;
     this.#controller.abort(error);
-    this.#operations.lost(this, error);
+    this.#onLost(error);
   }
 
   #scheduleLossTimer(): void {

@@ -30,9 +30,7 @@ export async function acquireOnNode(
     throw unexpected(node, "SET NX", reply);
   }
   const reply = await runScript(node, acquireAllScript, keys, [token, ttlMs], context);
-  if (reply === 1) return "acquired";
-  if (reply === 0) return "held";
-  throw unexpected(node, acquireAllScript.name, reply);
+  return yesOrHeld(node, acquireAllScript.name, reply, "acquired");
 }
 
 /** Compare-and-PEXPIRE: `extended`, or `held` when the keys no longer hold our token. */
@@ -44,9 +42,7 @@ export async function extendOnNode(
   context: TaskContext,
 ): Promise<NodeOutcomeKind> {
   const reply = await runScript(node, extendScript, keys, [token, ttlMs], context);
-  if (reply === 1) return "extended";
-  if (reply === 0) return "held";
-  throw unexpected(node, extendScript.name, reply);
+  return yesOrHeld(node, extendScript.name, reply, "extended");
 }
 
 /** Compare-and-DEL: `released` when any key was ours and is now gone, `not-held` when none was ours. */
@@ -87,6 +83,13 @@ export async function verifyOnNode(
   const reply = await runScript(node, verifyScript, keys, [token], context);
   if (typeof reply === "number" && Number.isInteger(reply) && reply >= -2) return reply;
   throw unexpected(node, verifyScript.name, reply);
+}
+
+/** A script's 1/0 answer: `yes` for 1, `held` for 0, anything else a node error. */
+function yesOrHeld(node: RedisNode, script: string, reply: RedisReply, yes: NodeOutcomeKind): NodeOutcomeKind {
+  if (reply === 1) return yes;
+  if (reply === 0) return "held";
+  throw unexpected(node, script, reply);
 }
 
 function unexpected(node: RedisNode, command: string, reply: RedisReply): NodeError {

@@ -72,6 +72,8 @@ export interface InspectResult {
   readonly nodes: readonly InspectedNode[];
 }
 
+type FanSpec = Pick<FanOutOptions, "yes" | "task" | "startAfter"> & { signal?: AbortSignal | undefined };
+
 type AttemptResult = { lock: Lock; report: AttemptReport } | { lock?: undefined; report: AttemptReport };
 
 /**
@@ -124,7 +126,6 @@ export class Redlock {
           (i) => lock.acquireFinished[i] as Promise<void>,
         ),
       verify: (lock, overrides) => this.#verify(lock, overrides),
-      lost: (lock, error) => callHook(this.#options.onLockLost, { resources: lock.resources, error }),
     };
   }
 
@@ -212,13 +213,8 @@ export class Redlock {
     const o = this.#resolve(options, 10_000);
     const key = o.keyPrefix + checked;
     const values: ({ value: string | null; pttlMs: number } | undefined)[] = [];
-    const fan = fanOut({
-      nodeIds: this.nodes.map((n) => n.id),
-      quorum: o.quorum,
-      timeoutMs: o.requestTimeoutMs,
-      clock: o.clock,
+    const fan = this.#fan(o, "inspect", [checked as string], {
       yes: "acquired",
-      onNodeSettled: (outcome) => this.#nodeSettled(o, "inspect", [key], outcome),
       task: async (i, context) => {
         values[i] = await inspectOnNode(this.#node(i), key, context);
         return "acquired";
@@ -253,14 +249,7 @@ export class Redlock {
     const sorted = validateResources(resources);
     validateToken(token);
     const o = this.#resolveWithTtl(options, ttlMs);
-    const { report } = await this.#extendKeys(
-      sorted,
-      sorted.map((r) => o.keyPrefix + r),
-      token,
-      ttlMs,
-      o,
-      1,
-    );
+    const { report } = await this.#extendKeys(sorted, keysOf(sorted, o), token, ttlMs, o, 1);
     return report;
   }
 
@@ -276,12 +265,7 @@ export class Redlock {
     const sorted = validateResources(resources);
     validateToken(token);
     const o = this.#resolve(options, 10_000);
-    return this.#releaseKeys(
-      sorted,
-      sorted.map((r) => o.keyPrefix + r),
-      token,
-      o,
-    );
+    return this.#releaseKeys(sorted, keysOf(sorted, o), token, o);
   }
 
   /**
@@ -301,7 +285,7 @@ export class Redlock {
     const sorted = validateResources(resources);
     const o = this.#resolveWithTtl(options, ttlMs);
     const signal = options?.signal;
-    const keys = sorted.map((r) => o.keyPrefix + r);
+    const keys = keysOf(sorted, o);
     const maxAttempts = single ? 1 : o.maxAttempts;
     const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : o.clock.now() + o.acquireTimeoutMs;
     const reports: AttemptReport[] = [];
@@ -357,6 +341,7 @@ export class Redlock {
         startedAt: fan.startedAt,
         deadline,
         minValidityMs: o.minValidityMs,
+        onLost: (error) => callHook(o.onLockLost, { resources, error }),
         now: () => o.clock.now(),
         report,
         operations: this.#lockOperations,
@@ -389,16 +374,9 @@ export class Redlock {
     resources: readonly string[],
     attempt: number,
     ttlMs: number | undefined,
-    spec: Pick<FanOutOptions, "yes" | "task" | "startAfter"> & { signal?: AbortSignal | undefined },
+    spec: FanSpec,
   ) {
-    const fan = fanOut({
-      nodeIds: this.nodes.map((n) => n.id),
-      quorum: o.quorum,
-      timeoutMs: o.requestTimeoutMs,
-      clock: o.clock,
-      ...spec,
-      onNodeSettled: (outcome) => this.#nodeSettled(o, operation, resources, outcome),
-    });
+    const fan = this.#fan(o, operation, resources, spec);
     const decided = await fan.decided;
     const elapsedMs = decided.decidedAt - fan.startedAt;
     const validity =
@@ -579,6 +557,18 @@ export class Redlock {
     }
   }
 
+  /** Start `spec` on every node with the resolved deadline and quorum; node errors go to `onNodeError`. */
+  #fan(o: ResolvedOptions, operation: Operation, resources: readonly string[], spec: FanSpec) {
+    return fanOut({
+      nodeIds: this.nodes.map((n) => n.id),
+      quorum: o.quorum,
+      timeoutMs: o.requestTimeoutMs,
+      clock: o.clock,
+      ...spec,
+      onNodeSettled: (outcome) => this.#nodeSettled(o, operation, resources, outcome),
+    });
+  }
+
   #nodeSettled(o: RedlockHooks, operation: Operation, resources: readonly string[], outcome: NodeOutcome): void {
     if (outcome.outcome === "error" || outcome.outcome === "timeout") {
       callHook(o.onNodeError, { operation, resources, outcome });
@@ -609,6 +599,11 @@ export class Redlock {
     this.#background.add(tracked);
     void tracked.then(() => this.#background.delete(tracked));
   }
+}
+
+/** The Redis keys of the (sorted) resources. */
+function keysOf(resources: readonly string[], o: ResolvedOptions): string[] {
+  return resources.map((r) => o.keyPrefix + r);
 }
 
 function validateToken(token: unknown): asserts token is string {

@@ -322,6 +322,16 @@ describe("extend and release", () => {
     expect(lost).toHaveBeenCalledTimes(1);
   });
 
+  it("calls an onLockLost given per call, not only the client's", async () => {
+    const nodes = fakeNodes(3);
+    const clientHook = vi.fn();
+    const callHook = vi.fn();
+    const lock = await run(client(nodes, { onLockLost: clientHook }).acquire("r", 1000, { onLockLost: callHook }), 1);
+    vi.advanceTimersByTime(lock.remainingMs());
+    expect(callHook).toHaveBeenCalledTimes(1);
+    expect(clientHook).not.toHaveBeenCalled();
+  });
+
   it("releases idempotently with per-node results, also after expiry", async () => {
     const nodes = fakeNodes(3);
     nodes[2]!.behaviour = { kind: "error" };
