@@ -172,7 +172,9 @@ export class Lock {
   /** @internal Record a successful extension. */
   extended(deadline: number): void {
     this.#extensions++;
-    if (deadline > this.#deadline) this.#deadline = deadline;
+    // The extension set every key's TTL to the new value, shorter or longer: the keys now expire
+    // by the new deadline, so the lock may claim no more than that.
+    this.#deadline = deadline;
     this.#scheduleLossTimer();
   }
 
