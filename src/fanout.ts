@@ -1,6 +1,9 @@
 /**
  * Runs one operation on every node at once and settles as soon as the vote is decided. Knows
  * nothing of HTTP: each node's work is a task that resolves with its outcome or throws.
+ *
+ * One fan-out owns one deadline (a single timer and a single AbortController for all its nodes),
+ * not one per node: that is most of the client's CPU cost per operation.
  * @module
  */
 import type { Clock } from "./clock.js";
@@ -9,7 +12,7 @@ import type { NodeOutcome, NodeOutcomeKind } from "./report.js";
 
 /** What one node's task is given. */
 export interface TaskContext {
-  /** Aborts at the per-request deadline or when the caller's signal aborts. */
+  /** Aborts at the fan-out's deadline or when the caller's signal aborts. */
   readonly signal: AbortSignal;
   /** Call once per HTTP request sent, so attempts can report their request count. */
   countRequest(): void;
@@ -23,18 +26,13 @@ export interface FanOutOptions {
   /** The outcome that counts as a yes vote. */
   readonly yes: NodeOutcomeKind;
   readonly quorum: number;
-  /** Deadline of each node's task, in milliseconds. */
+  /** Deadline of every node's task, in milliseconds from the start of the fan-out. */
   readonly timeoutMs: number;
   /** The caller's signal: aborting it aborts every node's task. */
   readonly signal?: AbortSignal | undefined;
   readonly clock: Clock;
-  /**
-   * Per node: wait for this before starting the task; its deadline starts only then. Release uses
-   * it to wait until a straggling acquire request to the node has finished.
-   */
-  readonly startAfter?: ((index: number) => Promise<unknown>) | undefined;
-  /** Called once per node when its task settles, also after the vote was decided. */
-  readonly onNodeSettled?: ((outcome: NodeOutcome) => void) | undefined;
+  /** Called once per node when its outcome is known, also after the vote was decided. */
+  readonly onNodeSettled?: ((outcome: NodeOutcome, index: number) => void) | undefined;
 }
 
 /** The decided vote. */
@@ -53,16 +51,19 @@ export interface FanOut {
   readonly startedAt: number;
   /** Resolves as soon as a quorum said yes or a quorum has become impossible. Never rejects. */
   readonly decided: Promise<Decided>;
-  /** Per node: resolves with its final outcome. Never rejects. */
-  readonly outcomes: readonly Promise<NodeOutcome>[];
+  /** Resolves with every node's final outcome, in node order, once all are known. Never rejects. */
+  readonly outcomes: Promise<NodeOutcome[]>;
   /**
    * Per node: resolves when the node's task itself has finished, which can be later than its
    * outcome if the task ignored the abort. Use it to clean up after a request that may still land.
    */
   readonly finished: readonly Promise<void>[];
+  /** Whether node `index`'s task has finished (its request can no longer land later). */
+  isFinished(index: number): boolean;
 }
 
-class DeadlineExceeded extends Error {
+/** The reason a fan-out's signal aborts at its deadline; its outcome kind is `timeout`. */
+export class DeadlineExceeded extends Error {
   constructor(timeoutMs: number) {
     super(`no answer within ${timeoutMs} ms`);
     this.name = "TimeoutError";
@@ -71,104 +72,117 @@ class DeadlineExceeded extends Error {
 
 /** Start the operation on every node. */
 export function fanOut(options: FanOutOptions): FanOut {
-  const { nodeIds, quorum, clock } = options;
-  const snapshot: NodeOutcome[] = nodeIds.map((node) => ({ node, outcome: "pending", requests: 0 }));
-  const requestCounts = nodeIds.map(() => 0);
+  const { nodeIds, quorum, clock, timeoutMs } = options;
+  const count = nodeIds.length;
+  const final: (NodeOutcome | undefined)[] = new Array(count).fill(undefined);
+  const requestCounts: number[] = new Array(count).fill(0);
   let yes = 0;
   let no = 0;
+  let isDecided = false;
   let resolveDecided!: (decided: Decided) => void;
+  let resolveOutcomes!: (outcomes: NodeOutcome[]) => void;
   const decided = new Promise<Decided>((resolve) => {
     resolveDecided = resolve;
   });
-  let isDecided = false;
-  const settleIfDecided = () => {
-    if (isDecided) return;
-    const decision = decide(yes, no, nodeIds.length, quorum);
-    if (decision === "undecided" && yes + no < nodeIds.length) return;
-    isDecided = true;
-    resolveDecided({
-      granted: decision === "granted",
-      decidedAt: clock.now(),
-      outcomes: snapshot.slice(),
-      requests: requestCounts.reduce((a, b) => a + b, 0),
-    });
+  const outcomes = new Promise<NodeOutcome[]>((resolve) => {
+    resolveOutcomes = resolve;
+  });
+
+  const controller = new AbortController();
+  const callerSignal = options.signal;
+  const onCallerAbort = () => controller.abort(callerSignal?.reason);
+  const timer = setTimeout(() => controller.abort(new DeadlineExceeded(timeoutMs)), timeoutMs);
+
+  const snapshot = (): NodeOutcome[] =>
+    nodeIds.map((node, i) => final[i] ?? { node, outcome: "pending", requests: requestCounts[i] ?? 0 });
+
+  const settle = (index: number, kind: NodeOutcomeKind | undefined, error: unknown, status?: number): void => {
+    if (final[index] !== undefined) return;
+    const base = {
+      node: nodeIds[index] as string,
+      latencyMs: clock.now() - startedAt,
+      requests: requestCounts[index] ?? 0,
+    };
+    const outcome: NodeOutcome =
+      kind !== undefined
+        ? { ...base, outcome: kind }
+        : {
+            ...base,
+            outcome: failureKind(controller.signal),
+            error: toError(error),
+            ...(status === undefined ? {} : { status }),
+          };
+    final[index] = outcome;
+    if (outcome.outcome === options.yes) yes++;
+    else no++;
+    options.onNodeSettled?.(outcome, index);
+    if (!isDecided) {
+      const decision = decide(yes, no, count, quorum);
+      if (decision !== "undecided" || yes + no === count) {
+        isDecided = true;
+        resolveDecided({
+          granted: decision === "granted",
+          decidedAt: clock.now(),
+          outcomes: snapshot(),
+          requests: requestCounts.reduce((a, b) => a + b, 0),
+        });
+      }
+    }
+    if (yes + no === count) {
+      clearTimeout(timer);
+      callerSignal?.removeEventListener("abort", onCallerAbort);
+      resolveOutcomes(final as NodeOutcome[]);
+    }
   };
 
-  const startedAt = clock.now();
-  const outcomes: Promise<NodeOutcome>[] = [];
-  const finished: Promise<void>[] = [];
-  nodeIds.forEach((node, index) => {
-    const controller = new AbortController();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const onCallerAbort = () => controller.abort(options.signal?.reason);
-    if (options.signal?.aborted) onCallerAbort();
-    else options.signal?.addEventListener("abort", onCallerAbort, { once: true });
+  // The outcome is whichever comes first: the task's answer or the abort. A task that ignores
+  // its signal must not hold up the vote; `finished` still tracks it.
+  controller.signal.addEventListener(
+    "abort",
+    () => {
+      const reason = controller.signal.reason;
+      for (let i = 0; i < count; i++) settle(i, undefined, reason);
+    },
+    { once: true },
+  );
+  if (callerSignal?.aborted) onCallerAbort();
+  else callerSignal?.addEventListener("abort", onCallerAbort, { once: true });
 
+  const startedAt = clock.now();
+  const finished: Promise<void>[] = new Array(count);
+  const finishedFlags: boolean[] = new Array(count).fill(false);
+  for (let index = 0; index < count; index++) {
     const context: TaskContext = {
       signal: controller.signal,
       countRequest: () => {
         requestCounts[index] = (requestCounts[index] ?? 0) + 1;
       },
     };
-    const start = (): Promise<NodeOutcomeKind> => {
-      timer = setTimeout(() => controller.abort(new DeadlineExceeded(options.timeoutMs)), options.timeoutMs);
-      return options.task(index, context);
-    };
-    const task = options.startAfter ? options.startAfter(index).then(start, start) : invoke(start);
-    // The outcome is whichever comes first: the task's answer or its abort. A task that ignores
-    // its signal must not hold up the vote.
-    const aborted = new Promise<never>((_, reject) => {
-      const onAbort = () => reject(controller.signal.reason);
-      if (controller.signal.aborted) onAbort();
-      else controller.signal.addEventListener("abort", onAbort, { once: true });
-    });
-    const outcome = Promise.race([task, aborted]).then(
-      (kind): NodeOutcome => ({
-        node,
-        outcome: kind,
-        latencyMs: clock.now() - startedAt,
-        requests: requestCounts[index] ?? 0,
-      }),
-      (error: unknown): NodeOutcome => {
-        const reason = controller.signal.aborted ? controller.signal.reason : undefined;
-        const kind: NodeOutcomeKind =
-          reason === undefined ? "error" : reason instanceof DeadlineExceeded ? "timeout" : "aborted";
+    let task: Promise<NodeOutcomeKind>;
+    try {
+      task = options.task(index, context);
+    } catch (error) {
+      task = Promise.reject(error);
+    }
+    finished[index] = task.then(
+      (kind) => {
+        finishedFlags[index] = true;
+        settle(index, kind, undefined);
+      },
+      (error: unknown) => {
+        finishedFlags[index] = true;
         const status = (error as { status?: unknown } | null)?.status;
-        return {
-          node,
-          outcome: kind,
-          latencyMs: clock.now() - startedAt,
-          requests: requestCounts[index] ?? 0,
-          error: toError(reason ?? error),
-          ...(typeof status === "number" ? { status } : {}),
-        };
+        settle(index, undefined, error, typeof status === "number" ? status : undefined);
       },
     );
-    outcomes.push(
-      outcome.then((result) => {
-        clearTimeout(timer);
-        options.signal?.removeEventListener("abort", onCallerAbort);
-        snapshot[index] = result;
-        if (result.outcome === options.yes) yes++;
-        else no++;
-        options.onNodeSettled?.(result);
-        settleIfDecided();
-        return result;
-      }),
-    );
-    finished.push(task.then(noop, noop));
-  });
-  return { startedAt, decided, outcomes, finished };
+  }
+  return { startedAt, decided, outcomes, finished, isFinished: (index) => finishedFlags[index] === true };
 }
 
-function noop(): void {}
-
-function invoke<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return fn();
-  } catch (error) {
-    return Promise.reject(error);
-  }
+/** How a node that did not answer is classified: the fan-out's abort reason decides. */
+function failureKind(signal: AbortSignal): NodeOutcomeKind {
+  if (!signal.aborted) return "error";
+  return signal.reason instanceof DeadlineExceeded ? "timeout" : "aborted";
 }
 
 function toError(value: unknown): Error {

@@ -3,6 +3,7 @@
  * @module
  */
 
+export type { SettledResult } from "./background.js";
 export type { Clock } from "./clock.js";
 export type { RedlockErrorCode } from "./errors.js";
 export {
@@ -24,7 +25,14 @@ export {
 export type { ReleaseResult, VerifyResult } from "./lock.js";
 export { Lock } from "./lock.js";
 export type { RedlockHooks, RedlockOptions, RetryContext } from "./options.js";
-export { DEFAULT_OPTIONS, MAX_RESOURCE_LENGTH, MAX_RESOURCES, MAX_TTL_MS } from "./options.js";
+export {
+  DEFAULT_OPTIONS,
+  MAX_DELAY_MS,
+  MAX_RESOURCE_LENGTH,
+  MAX_RESOURCES,
+  MAX_TTL_MS,
+  OPTION_NAMES,
+} from "./options.js";
 export type {
   AcquireOptions,
   InspectedNode,

@@ -1,10 +1,11 @@
 /**
- * A held lock: its token, its deadline on the monotonic clock, and a signal that aborts before
- * the lock can be lost.
+ * A held lock: its token, its deadline on the monotonic clock, the options it was acquired with,
+ * and a signal that aborts before the lock can be lost.
  * @module
  */
 import { LockLostError, type RedlockError } from "./errors.js";
-import type { RedlockOptions } from "./options.js";
+import type { AcquireFan } from "./operations/cleanup.js";
+import type { RedlockOptions, ResolvedOptions } from "./options.js";
 import type { AttemptReport, NodeOutcome } from "./report.js";
 import { backgroundTimeout } from "./signals.js";
 
@@ -24,7 +25,8 @@ export interface VerifyResult {
   readonly held: boolean;
   /**
    * Conservative validity left, in ms: the smaller of the local deadline and what the nodes' own
-   * PTTLs say (the quorum-th longest, less the round trip and drift). At most 0 when not held.
+   * PTTLs say (the quorum-th longest, less the round trip and drift). At most 0 when not held,
+   * and always a finite number.
    */
   readonly remainingMs: number;
   readonly report: AttemptReport;
@@ -45,14 +47,12 @@ export interface LockInit {
   readonly ttlMs: number;
   readonly startedAt: number;
   readonly deadline: number;
-  readonly minValidityMs: number;
-  /** The `onLockLost` hook in force when the lock was acquired. */
-  readonly onLost: (error: RedlockError) => void;
-  readonly now: () => number;
+  /** The options of the acquisition, kept for every later operation on the lock. */
+  readonly options: ResolvedOptions;
   readonly report: AttemptReport;
   readonly operations: LockOperations;
-  /** Per node: settles once the acquire request to that node has finished (release waits for it). */
-  readonly acquireFinished: readonly Promise<void>[];
+  /** The winning attempt's fan-out: release cleans up after its requests that had no answer. */
+  readonly acquireFan: AcquireFan;
 }
 
 /**
@@ -71,25 +71,23 @@ export class Lock {
   /** The report of the attempt that acquired the lock. */
   readonly acquireReport: AttemptReport;
   /**
-   * Aborts, with a {@link LockLostError} as its reason, once the remaining validity falls below
-   * `minValidityMs` (so before the lock can expire), when an extension finds the lock taken, or
-   * when the lock is released. Pass it to the work the lock protects.
+   * The options the lock was acquired with (the client's, merged with the call's). Every later
+   * extension, automatic extension, verification and release uses them; `extend(ttl, overrides)`
+   * may override them for that one call.
    */
-  readonly signal: AbortSignal;
+  readonly options: Readonly<ResolvedOptions>;
   /** Fencing token. Not available yet: always `undefined` (see the README). */
   readonly fence: undefined = undefined;
-
-  readonly #controller = new AbortController();
-  readonly #operations: LockOperations;
-  readonly #now: () => number;
-  readonly #onLost: (error: RedlockError) => void;
-  readonly #minValidityMs: number;
-  /** @internal */
+  /** The TTL the lock was acquired with, in milliseconds: the default of `extend()`. */
   readonly ttlMs: number;
-  /** @internal */
+  /** @internal Clock reading before the first send of the winning attempt. */
   readonly startedAt: number;
   /** @internal */
-  readonly acquireFinished: readonly Promise<void>[];
+  readonly acquireFan: AcquireFan;
+
+  readonly #operations: LockOperations;
+  #controller: AbortController | undefined;
+  #lostReason: RedlockError | undefined;
   #deadline: number;
   #extensions = 0;
   #released = false;
@@ -103,14 +101,32 @@ export class Lock {
     this.ttlMs = init.ttlMs;
     this.startedAt = init.startedAt;
     this.acquireReport = init.report;
-    this.acquireFinished = init.acquireFinished;
+    this.acquireFan = init.acquireFan;
+    this.options = init.options;
     this.#operations = init.operations;
-    this.#now = init.now;
-    this.#onLost = init.onLost;
-    this.#minValidityMs = init.minValidityMs;
     this.#deadline = init.deadline;
-    this.signal = this.#controller.signal;
-    this.#scheduleLossTimer();
+    // The loss timer exists only for someone who listens: the signal (created on first use) or
+    // the onLockLost hook. A lock nobody watches costs no timer.
+    if (this.options.onLockLost) this.#scheduleLossTimer();
+  }
+
+  /**
+   * Aborts, with a {@link LockLostError} as its reason, once the remaining validity falls below
+   * `minValidityMs` (so before the lock can expire), when an extension finds the lock taken, or
+   * when the lock is released. Pass it to the work the lock protects.
+   *
+   * It is driven by a timer: a process that is paused (a long GC, a frozen isolate, a blocked
+   * event loop) runs its own code before the timer, so check {@link Lock.assertHeld} right before
+   * a side effect as well.
+   */
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#lostReason !== undefined) this.#controller.abort(this.#lostReason);
+      else if (this.#released) this.#controller.abort(new LockLostError("the lock was released"));
+      else this.#scheduleLossTimer();
+    }
+    return this.#controller.signal;
   }
 
   /**
@@ -118,7 +134,27 @@ export class Lock {
    * Workers the clock only moves at I/O, so after CPU-bound work this over-estimates: see the README.
    */
   remainingMs(): number {
-    return this.#deadline - this.#now();
+    return this.#deadline - this.options.clock.now();
+  }
+
+  /**
+   * A local check to make right before a side effect: throws a {@link LockLostError} unless the
+   * lock was not released, not lost, and has more than `marginMs` of validity left on the local
+   * clock. It sends nothing; it is as good as the clock it reads (see {@link Lock.verify} where the
+   * clock cannot be trusted, and fencing for a guarantee that survives pauses).
+   * @param marginMs validity the side effect needs, in milliseconds. @default `options.minValidityMs`
+   * @throws {LockLostError}
+   */
+  assertHeld(marginMs: number = this.options.minValidityMs): void {
+    const what = this.resources.join(", ");
+    if (this.#released) throw new LockLostError(`lock on ${what} was released`);
+    if (this.#lostReason !== undefined) throw this.#lostReason;
+    const remaining = this.remainingMs();
+    if (remaining <= marginMs) {
+      throw new LockLostError(
+        `lock on ${what} has ${Math.max(0, Math.floor(remaining))} ms of validity left, not more than the ${marginMs} ms asked for`,
+      );
+    }
   }
 
   /** Estimated wall-clock expiry (`Date.now()` epoch ms). `remainingMs()` is the authoritative value. */
@@ -138,8 +174,10 @@ export class Lock {
 
   /**
    * Extend the lock to `ttlMs` from now on every node that still holds it (compare-and-PEXPIRE).
-   * The token stays the same; the new deadline is measured from this call's own start.
+   * The token stays the same; the new deadline is measured from this call's own start and
+   * replaces the old one, shorter or longer: the keys now expire `ttlMs` after the extension.
    * @param ttlMs new TTL; @default the TTL the lock was acquired with
+   * @param overrides options for this call only; the lock's own {@link Lock.options} otherwise.
    * @throws {LockExpiredError} when the lock's validity has already run out or it was released (nothing is sent).
    * @throws {ExtensionLimitError} past `maxExtensions` or `maxHoldMs` (nothing is sent).
    * @throws {ExtendError} when no quorum extended it with enough validity, with per-node outcomes.
@@ -165,7 +203,10 @@ export class Lock {
   release(): Promise<ReleaseResult> {
     this.#released = true;
     this.#clearTimer();
-    if (!this.signal.aborted) this.#controller.abort(new LockLostError("the lock was released"));
+    // The release reason is built only if someone holds the signal: no error on the success path.
+    if (this.#controller !== undefined && !this.#controller.signal.aborted) {
+      this.#controller.abort(new LockLostError("the lock was released"));
+    }
     return this.#operations.release(this);
   }
 
@@ -175,30 +216,35 @@ export class Lock {
     // The extension set every key's TTL to the new value, shorter or longer: the keys now expire
     // by the new deadline, so the lock may claim no more than that.
     this.#deadline = deadline;
-    this.#scheduleLossTimer();
+    if (this.#controller !== undefined || this.options.onLockLost) this.#scheduleLossTimer();
   }
 
   /** @internal Abort the signal because the lock is, or may soon be, lost. Fires once. */
   lose(error: RedlockError): void {
     this.#clearTimer();
-    if (this.signal.aborted) return;
-    this.#controller.abort(error);
-    this.#onLost(error);
+    if (this.#lostReason !== undefined || this.#released) return;
+    this.#lostReason = error;
+    this.#controller?.abort(error);
+    try {
+      this.options.onLockLost?.({ resources: this.resources, error });
+    } catch {
+      // A hook must never break locking.
+    }
   }
 
   #scheduleLossTimer(): void {
     this.#clearTimer();
-    if (this.#released || this.signal.aborted) return;
-    const delay = this.remainingMs() - this.#minValidityMs;
+    if (this.#released || this.#lostReason !== undefined) return;
+    const minValidityMs = this.options.minValidityMs;
     this.#timer = backgroundTimeout(() => {
       // Timers can fire early or the deadline can have moved: re-check before declaring loss.
-      if (this.remainingMs() - this.#minValidityMs > 0) return this.#scheduleLossTimer();
+      if (this.remainingMs() - minValidityMs > 0) return this.#scheduleLossTimer();
       this.lose(
         new LockLostError(
-          `lock on ${this.resources.join(", ")} has less than ${this.#minValidityMs} ms of validity left and was not extended`,
+          `lock on ${this.resources.join(", ")} has less than ${minValidityMs} ms of validity left and was not extended`,
         ),
       );
-    }, delay);
+    }, this.remainingMs() - minValidityMs);
   }
 
   #clearTimer(): void {

@@ -54,12 +54,14 @@ export interface RedlockOptions extends RedlockHooks {
    */
   minValidityMs?: number;
   /**
-   * Attempts `acquire()` makes before giving up (`tryAcquire()` always makes one).
-   * @default 10
+   * Attempts `acquire()` makes before giving up (`tryAcquire()` always makes one). An attempt is
+   * one fan-out to every node; polls of a held lock while waiting are not attempts.
+   * @default 10, or `Infinity` when `acquireTimeoutMs` is given (then time bounds the attempts)
    */
   maxAttempts?: number;
   /**
-   * Overall deadline for `acquire()`, in milliseconds: no new attempt starts after it.
+   * Overall deadline for `acquire()`, in milliseconds: no new attempt starts after it. When it is
+   * given and `maxAttempts` is not, it alone bounds the attempts.
    * @default undefined (bounded by `maxAttempts` only)
    */
   acquireTimeoutMs?: number | undefined;
@@ -107,6 +109,12 @@ export interface RedlockOptions extends RedlockHooks {
   clock?: Clock;
 }
 
+/**
+ * The longest delay or timeout accepted, in milliseconds: 2^31 - 1, the largest value timers
+ * honour everywhere (a larger one fires after 1 ms instead: a hot loop).
+ */
+export const MAX_DELAY_MS = 2_147_483_647;
+
 /** The longest TTL accepted, in milliseconds (24 hours). A longer lease is almost surely a unit mistake; hold longer with extensions. */
 export const MAX_TTL_MS = 86_400_000;
 /** The most resources one lock may cover. */
@@ -128,6 +136,81 @@ export const DEFAULT_OPTIONS = Object.freeze({
   keyPrefix: "",
   clock: monotonicClock,
 } as const);
+
+/** Every option name a {@link RedlockOptions} object may carry. Anything else is refused as a likely typo. */
+export const OPTION_NAMES: readonly string[] = Object.freeze([
+  "quorum",
+  "driftFactor",
+  "requestTimeoutMs",
+  "minValidityMs",
+  "maxAttempts",
+  "acquireTimeoutMs",
+  "retryBaseDelayMs",
+  "retryMaxDelayMs",
+  "retryDelay",
+  "maxExtensions",
+  "maxHoldMs",
+  "autoExtendThreshold",
+  "keyPrefix",
+  "clock",
+  "onAttempt",
+  "onNodeError",
+  "onLockLost",
+  "onReleaseError",
+]);
+
+/**
+ * Refuse option names this version does not know (a typo such as `retryDelayMs`, or an option of
+ * a later version), naming the closest valid one. Silently ignoring them would leave the caller
+ * believing a setting is in force.
+ * @param allowed names accepted besides {@link OPTION_NAMES} (e.g. `nodes`, `signal`).
+ */
+export function checkOptionNames(
+  options: object,
+  where: string,
+  allowed: readonly string[],
+  makeError: (message: string) => Error,
+): void {
+  const valid = [...OPTION_NAMES, ...allowed];
+  for (const name of Object.keys(options)) {
+    if (valid.includes(name)) continue;
+    const closest = closestName(name, valid);
+    throw makeError(
+      `unknown option ${JSON.stringify(name)} in ${where}${closest ? `; did you mean ${JSON.stringify(closest)}?` : ""}`,
+    );
+  }
+}
+
+/** The valid name nearest to `name` by edit distance, when it is plausibly a typo of it. */
+function closestName(name: string, valid: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of valid) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  // A shared stem (retryDelayMs / retryDelay) or a few edits away.
+  const lower = name.toLowerCase();
+  const prefixMatch = valid.find((c) => lower.startsWith(c.toLowerCase()) || c.toLowerCase().startsWith(lower));
+  if (prefixMatch !== undefined && bestDistance > 2) return prefixMatch;
+  return bestDistance <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const substitution = (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, substitution);
+    }
+    previous = current;
+  }
+  return previous[b.length] as number;
+}
 
 /** Options with every value resolved for one call with a given TTL. */
 export interface ResolvedOptions extends RedlockHooks {
@@ -158,9 +241,12 @@ export function resolveOptions(
   nodeCount: number,
   makeError: (message: string) => Error = (message) => new InvalidArgumentError(message),
 ): ResolvedOptions {
-  const merged = { ...DEFAULT_OPTIONS, ...stripUndefined(base), ...stripUndefined(overrides ?? {}) };
+  const given = { ...stripUndefined(base), ...stripUndefined(overrides ?? {}) };
+  const merged = { ...DEFAULT_OPTIONS, ...given };
   const o: ResolvedOptions = {
     ...merged,
+    // A time budget bounds the attempts by itself unless a count was asked for as well.
+    maxAttempts: given.maxAttempts ?? (merged.acquireTimeoutMs === undefined ? DEFAULT_OPTIONS.maxAttempts : Infinity),
     quorum: merged.quorum ?? Math.floor(nodeCount / 2) + 1,
     requestTimeoutMs: merged.requestTimeoutMs ?? Math.min(1000, Math.max(50, Math.floor(ttlMs / 10))),
     minValidityMs: merged.minValidityMs ?? Math.floor(ttlMs / 10),
@@ -175,25 +261,28 @@ export function resolveOptions(
   );
   check(isFiniteIn(o.driftFactor, 0, 0.5), `driftFactor must be a number in [0, 0.5), got ${o.driftFactor}`);
   check(
-    isPositiveInteger(o.requestTimeoutMs),
-    `requestTimeoutMs must be a positive integer, got ${o.requestTimeoutMs}`,
+    isMillis(o.requestTimeoutMs, 1),
+    `requestTimeoutMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.requestTimeoutMs}`,
   );
   check(
-    Number.isInteger(o.minValidityMs) && o.minValidityMs >= 0,
-    `minValidityMs must be a non-negative integer, got ${o.minValidityMs}`,
-  );
-  check(isPositiveInteger(o.maxAttempts), `maxAttempts must be a positive integer, got ${o.maxAttempts}`);
-  check(
-    o.acquireTimeoutMs === undefined || isPositiveInteger(o.acquireTimeoutMs),
-    `acquireTimeoutMs must be a positive integer, got ${o.acquireTimeoutMs}`,
+    isMillis(o.minValidityMs, 0),
+    `minValidityMs must be an integer from 0 to ${MAX_DELAY_MS}, got ${o.minValidityMs}`,
   );
   check(
-    Number.isInteger(o.retryBaseDelayMs) && o.retryBaseDelayMs >= 0,
-    `retryBaseDelayMs must be a non-negative integer, got ${o.retryBaseDelayMs}`,
+    isPositiveInteger(o.maxAttempts) || o.maxAttempts === Infinity,
+    `maxAttempts must be a positive integer or Infinity, got ${o.maxAttempts}`,
   );
   check(
-    Number.isInteger(o.retryMaxDelayMs) && o.retryMaxDelayMs >= o.retryBaseDelayMs,
-    `retryMaxDelayMs must be an integer of at least retryBaseDelayMs, got ${o.retryMaxDelayMs}`,
+    o.acquireTimeoutMs === undefined || isMillis(o.acquireTimeoutMs, 1),
+    `acquireTimeoutMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.acquireTimeoutMs}`,
+  );
+  check(
+    isMillis(o.retryBaseDelayMs, 0),
+    `retryBaseDelayMs must be an integer from 0 to ${MAX_DELAY_MS}, got ${o.retryBaseDelayMs}`,
+  );
+  check(
+    isMillis(o.retryMaxDelayMs, o.retryBaseDelayMs),
+    `retryMaxDelayMs must be an integer from retryBaseDelayMs to ${MAX_DELAY_MS}, got ${o.retryMaxDelayMs}`,
   );
   check(o.retryDelay === undefined || typeof o.retryDelay === "function", "retryDelay must be a function");
   check(
@@ -201,8 +290,8 @@ export function resolveOptions(
     `maxExtensions must be a non-negative integer, got ${o.maxExtensions}`,
   );
   check(
-    o.maxHoldMs === undefined || isPositiveInteger(o.maxHoldMs),
-    `maxHoldMs must be a positive integer, got ${o.maxHoldMs}`,
+    o.maxHoldMs === undefined || isMillis(o.maxHoldMs, 1),
+    `maxHoldMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.maxHoldMs}`,
   );
   check(
     isFiniteIn(o.autoExtendThreshold, 0, 1) && o.autoExtendThreshold > 0,
@@ -274,6 +363,11 @@ function stripUndefined<T extends object>(object: T): Partial<T> {
 
 function isPositiveInteger(value: unknown): value is number {
   return typeof value === "number" && Number.isInteger(value) && value > 0;
+}
+
+/** An integer number of milliseconds from `min` to {@link MAX_DELAY_MS}. */
+function isMillis(value: unknown, min: number): value is number {
+  return typeof value === "number" && Number.isInteger(value) && value >= min && value <= MAX_DELAY_MS;
 }
 
 function isFiniteIn(value: unknown, min: number, maxExclusive: number): boolean {

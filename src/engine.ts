@@ -1,0 +1,156 @@
+/**
+ * What every operation runs on: the nodes, options resolved once per TTL, a vote over all nodes
+ * with the hooks wired in, and the background work. Internal.
+ * @module
+ */
+import { BackgroundWork } from "./background.js";
+import { type FanOut, fanOut, type TaskContext } from "./fanout.js";
+import { type RedlockOptions, type ResolvedOptions, resolveOptions, validateTtl } from "./options.js";
+import { validityMs } from "./quorum.js";
+import type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "./report.js";
+import type { RedisNode } from "./transport.js";
+
+/** One operation to run on every node. */
+export interface VoteSpec {
+  /** The outcome that counts as a yes vote. */
+  readonly yes: NodeOutcomeKind;
+  readonly task: (index: number, context: TaskContext) => Promise<NodeOutcomeKind>;
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** A decided vote with its report. `deadline` is `t0 + ttl - drift` when a TTL was given. */
+export interface Vote {
+  readonly report: AttemptReport;
+  readonly fan: FanOut;
+  readonly startedAt: number;
+  readonly decidedAt: number;
+  readonly deadline: number;
+}
+
+const MAX_CACHED_TTLS = 32;
+
+/** The shared machinery of one `Redlock` client. */
+export class Engine {
+  readonly nodes: readonly RedisNode[];
+  readonly nodeIds: readonly string[];
+  readonly background = new BackgroundWork();
+  readonly #base: RedlockOptions;
+  /** Options resolved per TTL for calls without overrides: resolving is a measurable cost per call. */
+  readonly #resolved = new Map<number, ResolvedOptions>();
+
+  constructor(nodes: readonly RedisNode[], base: RedlockOptions) {
+    this.nodes = nodes;
+    this.nodeIds = nodes.map((n) => n.id);
+    this.#base = base;
+  }
+
+  /** The client's options merged with a call's overrides, for a TTL (not validated against it). */
+  resolve(overrides: RedlockOptions | undefined, ttlMs: number): ResolvedOptions {
+    if (overrides !== undefined) return resolveOptions(this.#base, overrides, ttlMs, this.nodes.length);
+    let resolved = this.#resolved.get(ttlMs);
+    if (resolved === undefined) {
+      if (this.#resolved.size >= MAX_CACHED_TTLS) this.#resolved.clear();
+      resolved = Object.freeze(resolveOptions(this.#base, undefined, ttlMs, this.nodes.length));
+      this.#resolved.set(ttlMs, resolved);
+    }
+    return resolved;
+  }
+
+  /** Resolve the options for a TTL given by the caller, validating the TTL against them. */
+  resolveWithTtl(overrides: RedlockOptions | undefined, ttlMs: number): ResolvedOptions {
+    validateTtl(ttlMs);
+    const o = this.resolve(overrides, ttlMs);
+    validateTtl(ttlMs, o);
+    return o;
+  }
+
+  /** A lock's own options, with a call's overrides on top when there are any. */
+  resolveFor(lockOptions: ResolvedOptions, overrides: RedlockOptions | undefined, ttlMs: number): ResolvedOptions {
+    return overrides === undefined ? lockOptions : resolveOptions(lockOptions, overrides, ttlMs, this.nodes.length);
+  }
+
+  /** Start `spec` on every node with the options' deadline and quorum; node errors go to `onNodeError`. */
+  fan(
+    o: ResolvedOptions,
+    operation: Operation,
+    resources: readonly string[],
+    spec: VoteSpec,
+    timeoutMs = o.requestTimeoutMs,
+  ): FanOut {
+    const onNodeError = o.onNodeError;
+    return fanOut({
+      nodeIds: this.nodeIds,
+      quorum: o.quorum,
+      timeoutMs,
+      clock: o.clock,
+      yes: spec.yes,
+      task: spec.task,
+      signal: spec.signal,
+      onNodeSettled: onNodeError
+        ? (outcome) => {
+            if (outcome.outcome === "error" || outcome.outcome === "timeout") {
+              callHook(onNodeError, { operation, resources, outcome });
+            }
+          }
+        : undefined,
+    });
+  }
+
+  /**
+   * Run one operation on every node, decide it, and report it. With `ttlMs`, also compute the
+   * validity and the deadline it gives (`t0 + ttl - drift`, anchored before the first send).
+   */
+  async vote(
+    o: ResolvedOptions,
+    operation: Operation,
+    resources: readonly string[],
+    attempt: number,
+    ttlMs: number | undefined,
+    spec: VoteSpec,
+  ): Promise<Vote> {
+    const fan = this.fan(o, operation, resources, spec);
+    const decided = await fan.decided;
+    const validity =
+      ttlMs === undefined ? undefined : validityMs(ttlMs, fan.startedAt, decided.decidedAt, o.driftFactor);
+    const report: AttemptReport = {
+      operation,
+      attempt,
+      resources,
+      quorum: o.quorum,
+      votes: countYes(decided.outcomes, spec.yes),
+      elapsedMs: decided.decidedAt - fan.startedAt,
+      ...(validity === undefined ? {} : { validityMs: validity }),
+      ok: decided.granted && (validity === undefined || validity > o.minValidityMs),
+      nodes: decided.outcomes,
+      requests: decided.requests,
+    };
+    callHook(o.onAttempt, report);
+    return {
+      report,
+      fan,
+      startedAt: fan.startedAt,
+      decidedAt: decided.decidedAt,
+      deadline: decided.decidedAt + (validity ?? 0),
+    };
+  }
+
+  node(index: number): RedisNode {
+    return this.nodes[index] as RedisNode;
+  }
+}
+
+function countYes(outcomes: readonly NodeOutcome[], yes: NodeOutcomeKind): number {
+  let votes = 0;
+  for (const outcome of outcomes) if (outcome.outcome === yes) votes++;
+  return votes;
+}
+
+/** Call a user hook; an exception thrown by a hook must never break locking. */
+export function callHook<T>(hook: ((event: T) => void) | undefined, event: T): void {
+  if (hook === undefined) return;
+  try {
+    hook(event);
+  } catch {
+    // Swallowed on purpose (documented on RedlockHooks).
+  }
+}

@@ -1,0 +1,43 @@
+/**
+ * Reading a resource's key on every node: a diagnostic, not a lock check.
+ * @module
+ */
+import type { Engine } from "../engine.js";
+import { inspectOnNode } from "../node-operations.js";
+import type { ResolvedOptions } from "../options.js";
+
+/** One node's view of a key, from `Redlock.inspect`. */
+export type InspectedNode =
+  | { readonly node: string; readonly value: string | null; readonly pttlMs: number }
+  | { readonly node: string; readonly error: Error };
+
+/** What `Redlock.inspect` returns. */
+export interface InspectResult {
+  readonly resource: string;
+  readonly key: string;
+  readonly nodes: readonly InspectedNode[];
+}
+
+/** Read `resource`'s key (value and PTTL) on every node, waiting for every answer. */
+export async function inspectResource(engine: Engine, o: ResolvedOptions, resource: string): Promise<InspectResult> {
+  const key = o.keyPrefix + resource;
+  const values: ({ value: string | null; pttlMs: number } | undefined)[] = [];
+  const fan = engine.fan(o, "inspect", [resource], {
+    yes: "acquired",
+    task: async (i, context) => {
+      values[i] = await inspectOnNode(engine.node(i), key, context);
+      return "acquired";
+    },
+  });
+  const outcomes = await fan.outcomes;
+  return {
+    resource,
+    key,
+    nodes: outcomes.map((outcome, i) => {
+      const value = values[i];
+      return outcome.error || !value
+        ? { node: outcome.node, error: outcome.error ?? new Error("no answer") }
+        : { node: outcome.node, ...value };
+    }),
+  };
+}

@@ -1,0 +1,42 @@
+/**
+ * Releasing a lock: compare-and-`DEL` on every node, whether or not each was locked. Settles as
+ * soon as the outcome is clear; slow nodes finish in the background.
+ * @module
+ */
+import type { Engine } from "../engine.js";
+import type { Lock, ReleaseResult } from "../lock.js";
+import { releaseOnNode } from "../node-operations.js";
+import type { ResolvedOptions } from "../options.js";
+import { cleanUpAcquisition } from "./cleanup.js";
+
+/** Release `keys` held with `token` on every node. Never throws for node failures. */
+export async function releaseKeys(
+  engine: Engine,
+  o: ResolvedOptions,
+  resources: readonly string[],
+  keys: readonly string[],
+  token: string,
+): Promise<ReleaseResult> {
+  const { report, fan } = await engine.vote(o, "release", resources, 1, undefined, {
+    yes: "released",
+    task: (i, context) => releaseOnNode(engine.node(i), keys, token, context),
+  });
+  engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
+  return { released: report.votes, nodes: report.nodes, report };
+}
+
+/**
+ * `lock.release()` with the lock's own options. A node whose acquire request had no definite
+ * answer may still apply that `SET` after our `DEL`: it is released again once that request has
+ * finished, and swept, in the background.
+ */
+export async function releaseLock(engine: Engine, lock: Lock): Promise<ReleaseResult> {
+  const fan = lock.acquireFan;
+  const finishedAtRelease = lock.acquireReport.nodes.map((_, i) => fan.isFinished(i));
+  const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token);
+  // Common case: every acquire request had its answer; nothing can land after our DEL.
+  if (finishedAtRelease.includes(false) || lock.acquireReport.nodes.some((n) => n.outcome !== "acquired")) {
+    cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease);
+  }
+  return result;
+}
