@@ -5,7 +5,7 @@
  */
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { Redlock, RedlockError } from "../../src/index.js";
+import { type Lock, Redlock, RedlockError } from "../../src/index.js";
 import { type Behaviour, FakeNode, fakeClock } from "./support/fake-node.js";
 
 const behaviour: fc.Arbitrary<Behaviour & { occupied?: number }> = fc.oneof(
@@ -29,7 +29,28 @@ const scenario = fc.record({
   maxAttempts: fc.integer({ min: 1, max: 3 }),
   raiseQuorum: fc.boolean(),
   resources: fc.constantFrom<string[]>(["r"], ["a", "b"], ["x", "y", "z"]),
+  /** Extensions after a grant: TTLs shorter and longer than what is left, after a pause. */
+  extensions: fc.array(
+    fc.record({ ttlMs: fc.integer({ min: 100, max: 6000 }), afterMs: fc.integer({ min: 0, max: 1500 }) }),
+    { maxLength: 4 },
+  ),
 });
+
+/**
+ * The claim invariant, read from the nodes' own state in the same tick as the operation's
+ * result: the lock's claimed deadline is no later than the quorum-th latest expiry of its keys.
+ */
+function claimExceedsKeys(nodes: FakeNode[], lock: Lock, quorum: number): string | undefined {
+  const expiries = nodes
+    .map((n) => {
+      if (!lock.keys.every((k) => n.get(k) === lock.token)) return Number.NEGATIVE_INFINITY;
+      return Math.min(...lock.keys.map((k) => (n.store.get(k) as { expiresAt: number }).expiresAt));
+    })
+    .sort((a, b) => b - a);
+  const quorumExpiry = expiries[quorum - 1] ?? Number.NEGATIVE_INFINITY;
+  const claimed = Date.now() + lock.remainingMs();
+  return claimed > quorumExpiry ? `claims ${claimed - quorumExpiry} ms beyond the keys on a quorum` : undefined;
+}
 
 beforeEach(() => {
   vi.useFakeTimers({ now: 5_000_000 });
@@ -64,13 +85,14 @@ describe("safety over random node behaviours", () => {
         });
 
         let settled = false;
-        let atGrant: { holders: number; remaining: number } | undefined;
+        let atGrant: { holders: number; remaining: number; overClaim: string | undefined } | undefined;
         const outcome = redlock.acquire(s.resources, s.ttlMs).then(
           (lock) => {
             // Checked in the same tick as the grant: no timer has run since.
             atGrant = {
               holders: nodes.filter((n) => lock.keys.every((k) => n.get(k) === lock.token)).length,
               remaining: lock.remainingMs(),
+              overClaim: claimExceedsKeys(nodes, lock, quorum),
             };
             return lock;
           },
@@ -86,6 +108,26 @@ describe("safety over random node behaviours", () => {
           expect(atGrant?.holders).toBeGreaterThanOrEqual(quorum);
           expect(atGrant?.remaining).toBeGreaterThan(0);
           expect(result.acquireReport.votes).toBeGreaterThanOrEqual(quorum);
+          expect(atGrant?.overClaim).toBeUndefined();
+          for (const extension of s.extensions) {
+            await vi.advanceTimersByTimeAsync(extension.afterMs);
+            let overClaim: string | undefined;
+            let extended = false;
+            const done = result.extend(extension.ttlMs).then(
+              () => {
+                extended = true;
+                overClaim = claimExceedsKeys(nodes, result, quorum);
+              },
+              () => {},
+            );
+            let finished = false;
+            void done.finally(() => {
+              finished = true;
+            });
+            await advanceUntil(() => finished);
+            await done;
+            if (extended) expect(overClaim).toBeUndefined();
+          }
           // Release must then take our keys off every node that answers.
           for (const n of nodes) n.behaviour = { kind: "ok" };
           const released = result.release();
