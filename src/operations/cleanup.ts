@@ -54,11 +54,13 @@ export function cleanUpAcquisition(
   const work = fan.outcomes.then((outcomes) =>
     Promise.all(
       outcomes.map(async (outcome, index) => {
-        const fateUnknown = isFailure(outcome.outcome);
-        if (outcome.outcome === "held" || (releasedOn?.[index] === true && !fateUnknown)) return;
+        const fateUnknown = mayHaveApplied(outcome);
+        // Nothing to undo: a definite "held" or refusal wrote nothing, and a definite "acquired"
+        // was already released if the lock's release reached it after the SET's answer.
+        if (!fateUnknown && (outcome.outcome !== "acquired" || releasedOn?.[index] === true)) return;
         await fan.finished[index];
         const first = await releaseOne(engine, request, token, index, timeoutMs);
-        if (!fateUnknown && !isFailure(first.outcome)) return;
+        if (!fateUnknown && !mayHaveApplied(first)) return;
         await sweep(engine, request, token, index, timeoutMs, fan.startedAt, first);
       }),
     ),
@@ -116,6 +118,17 @@ async function releaseOne(
   });
   const [outcome] = await fan.outcomes;
   return outcome as NodeOutcome;
+}
+
+/**
+ * Whether a node's request may have been applied, or may still be, although we have no yes for
+ * it: a timeout, an abort, a transport failure or a server error (a proxy may have passed the
+ * command on). A redirect, a 4xx answer or a Redis error reply is a definite "not applied".
+ */
+function mayHaveApplied(outcome: NodeOutcome): boolean {
+  if (!isFailure(outcome.outcome)) return false;
+  if (outcome.status !== undefined && outcome.status >= 300 && outcome.status < 500) return false;
+  return (outcome.error as { redisError?: unknown } | undefined)?.redisError === undefined;
 }
 
 function pause(ms: number): Promise<void> {

@@ -18,6 +18,7 @@
  * @module
  */
 import { ConfigurationError, NodeError } from "../errors.js";
+import { commandSecrets, redact } from "../redact.js";
 import { isReply, type RedisNode, type RedisReply } from "../transport.js";
 
 /** Any `Redis` instance from `@upstash/redis` (the Node, Cloudflare or Fastly entry point). */
@@ -64,21 +65,27 @@ export function upstashNode(redis: UpstashRedis, options: UpstashNodeOptions = {
         // The function form matters: with a plain signal the client turns an abort into a fake
         // successful answer; with a function it throws.
         answer = await requester.request({ body: args, signal: () => signal });
-      } catch (cause) {
+      } catch (thrown) {
         if (signal.aborted) throw signal.reason;
-        const message = cause instanceof Error ? cause.message : String(cause);
+        // @upstash/redis appends ", command was: [...]" to its messages: the command carries the
+        // lock token, which must never reach a log. Keep only the error itself, redacted, and
+        // do not chain the original error.
+        const secrets = [...commandSecrets(args), ...clientSecrets(client)];
+        const raw = thrown instanceof Error ? thrown.message : String(thrown);
+        const message = redact(raw.split(", command was:")[0] as string, secrets);
+        const cause = Object.assign(new Error(message), { name: thrown instanceof Error ? thrown.name : "Error" });
         if (CREDENTIAL_ERROR.test(message)) {
           throw new ConfigurationError(`node ${id} rejected the token: ${message}`, { node: id, cause });
         }
-        const redisError =
-          (cause as { name?: string })?.name === "UpstashError" ? message.split(", command was:")[0] : undefined;
+        const redisError = (thrown as { name?: string })?.name === "UpstashError" ? message : undefined;
         throw new NodeError(id, `request to ${id} failed: ${message}`, {
           cause,
           ...(redisError ? { redisError } : {}),
         });
       }
       if (typeof answer?.error === "string") {
-        throw new NodeError(id, `${id} answered with an error: ${answer.error}`, { redisError: answer.error });
+        const redisError = redact(answer.error, [...commandSecrets(args), ...clientSecrets(client)]);
+        throw new NodeError(id, `${id} answered with an error: ${redisError}`, { redisError });
       }
       if (!isReply(answer?.result)) {
         throw new NodeError(id, `answer from ${id} has no valid result`);
@@ -86,6 +93,14 @@ export function upstashNode(redis: UpstashRedis, options: UpstashNodeOptions = {
       return answer.result as RedisReply;
     },
   };
+}
+
+/** The client's REST token, from its Authorization header, to redact from messages. */
+function clientSecrets(client: Partial<Requester> & { headers?: unknown }): string[] {
+  const headers = client.headers as Record<string, unknown> | undefined;
+  const authorization = headers?.authorization ?? headers?.Authorization;
+  if (typeof authorization !== "string") return [];
+  return [authorization, authorization.replace(/^Bearer\s+/i, "")];
 }
 
 /** Wrap several `@upstash/redis` clients, one per independent database. */
