@@ -5,6 +5,7 @@
  */
 import { BackgroundWork } from "./background.js";
 import { type FanOut, fanOut, type TaskContext } from "./fanout.js";
+import { HotResources } from "./gate.js";
 import { type RedlockOptions, type ResolvedOptions, resolveOptions, validateTtl } from "./options.js";
 import { validityMs } from "./quorum.js";
 import type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "./report.js";
@@ -16,6 +17,11 @@ export interface VoteSpec {
   readonly yes: NodeOutcomeKind;
   readonly task: (index: number, context: TaskContext) => Promise<NodeOutcomeKind>;
   readonly signal?: AbortSignal | undefined;
+  /**
+   * Validity is measured from this clock reading instead of the fan-out's own start: an
+   * acquisition whose gate node was taken by an earlier poll counts from that poll's send.
+   */
+  readonly startedAt?: number | undefined;
 }
 
 /** A decided vote with its report. `deadline` is `t0 + ttl - drift` when a TTL was given. */
@@ -34,6 +40,8 @@ export class Engine {
   readonly nodes: readonly RedisNode[];
   readonly nodeIds: readonly string[];
   readonly background = new BackgroundWork();
+  /** Resources this client recently found contended (see `waiting.ts`). */
+  readonly hot = new HotResources();
   readonly #base: RedlockOptions;
   /** Options resolved per TTL for calls without overrides: resolving is a measurable cost per call. */
   readonly #resolved = new Map<number, ResolvedOptions>();
@@ -76,15 +84,17 @@ export class Engine {
     resources: readonly string[],
     spec: VoteSpec,
     timeoutMs = o.requestTimeoutMs,
+    only?: readonly number[],
   ): FanOut {
     const onNodeError = o.onNodeError;
+    // `only`: a fan-out to some nodes (e.g. the gate alone), each still known by its index.
     return fanOut({
-      nodeIds: this.nodeIds,
-      quorum: o.quorum,
+      nodeIds: only ? only.map((i) => this.nodeIds[i] as string) : this.nodeIds,
+      quorum: only ? only.length : o.quorum,
       timeoutMs,
       clock: o.clock,
       yes: spec.yes,
-      task: spec.task,
+      task: only ? (i, context) => spec.task(only[i] as number, context) : spec.task,
       signal: spec.signal,
       onNodeSettled: onNodeError
         ? (outcome) => {
@@ -110,15 +120,15 @@ export class Engine {
   ): Promise<Vote> {
     const fan = this.fan(o, operation, resources, spec);
     const decided = await fan.decided;
-    const validity =
-      ttlMs === undefined ? undefined : validityMs(ttlMs, fan.startedAt, decided.decidedAt, o.driftFactor);
+    const startedAt = Math.min(spec.startedAt ?? fan.startedAt, fan.startedAt);
+    const validity = ttlMs === undefined ? undefined : validityMs(ttlMs, startedAt, decided.decidedAt, o.driftFactor);
     const report: AttemptReport = {
       operation,
       attempt,
       resources,
       quorum: o.quorum,
       votes: countYes(decided.outcomes, spec.yes),
-      elapsedMs: decided.decidedAt - fan.startedAt,
+      elapsedMs: decided.decidedAt - startedAt,
       ...(validity === undefined ? {} : { validityMs: validity }),
       ok: decided.granted && (validity === undefined || validity > o.minValidityMs),
       nodes: decided.outcomes,
@@ -128,7 +138,7 @@ export class Engine {
     return {
       report,
       fan,
-      startedAt: fan.startedAt,
+      startedAt,
       decidedAt: decided.decidedAt,
       deadline: decided.decidedAt + (validity ?? 0),
     };

@@ -7,7 +7,7 @@ import type { SettledResult } from "./background.js";
 import { Engine } from "./engine.js";
 import { ConfigurationError, InvalidArgumentError, LockHeldError } from "./errors.js";
 import type { Lock, LockOperations, ReleaseResult } from "./lock.js";
-import { type AcquireRequest, acquireLock } from "./operations/acquire.js";
+import type { AcquireRequest } from "./operations/acquire.js";
 import { extendKeys, extendLock } from "./operations/extend.js";
 import { type InspectResult, inspectResource } from "./operations/inspect.js";
 import { releaseKeys, releaseLock } from "./operations/release.js";
@@ -22,6 +22,7 @@ import {
 import type { AttemptReport } from "./report.js";
 import { type RedisNode, type RestNodeConfig, restNode } from "./transport.js";
 import { runUnderLock } from "./using.js";
+import { acquireWithWaiting } from "./waiting.js";
 
 export type { InspectedNode, InspectResult } from "./operations/inspect.js";
 
@@ -113,7 +114,7 @@ export class Redlock {
    */
   async acquire(resources: string | readonly string[], ttlMs: number, options?: AcquireOptions): Promise<Lock> {
     const { request, signal } = this.#request(resources, ttlMs, options, "acquire()");
-    return acquireLock(this.#engine, request, request.options.maxAttempts, signal, this.#lockOperations);
+    return acquireWithWaiting(this.#engine, request, request.options.maxAttempts, signal, this.#lockOperations);
   }
 
   /**
@@ -127,7 +128,7 @@ export class Redlock {
   ): Promise<Lock | null> {
     const { request, signal } = this.#request(resources, ttlMs, options, "tryAcquire()");
     try {
-      return await acquireLock(this.#engine, request, 1, signal, this.#lockOperations);
+      return await acquireWithWaiting(this.#engine, request, 1, signal, this.#lockOperations);
     } catch (error) {
       if (error instanceof LockHeldError) return null;
       throw error;
@@ -148,7 +149,13 @@ export class Redlock {
     options?: UsingOptions,
   ): Promise<T> {
     const { request, signal, waitUntil } = this.#request(resources, ttlMs, options, "using()", ["waitUntil"]);
-    const lock = await acquireLock(this.#engine, request, request.options.maxAttempts, signal, this.#lockOperations);
+    const lock = await acquireWithWaiting(
+      this.#engine,
+      request,
+      request.options.maxAttempts,
+      signal,
+      this.#lockOperations,
+    );
     return runUnderLock(lock, routine, signal, waitUntil);
   }
 

@@ -63,4 +63,9 @@ export interface AttemptReport {
   readonly nodes: readonly NodeOutcome[];
   /** HTTP requests sent for this attempt so far (Workers count each as a subrequest). */
   readonly requests: number;
+  /**
+   * Polls of the gate node made while waiting since the previous attempt (one request each; also
+   * subrequests on Workers). Absent when there were none.
+   */
+  readonly polls?: number;
 }

@@ -1,26 +1,17 @@
-/**
- * One acquisition attempt: a fresh token, `SET NX PX` (or the all-or-none script) on every node
- * at once, the vote, and on failure the cleanup of whatever the attempt may have written.
- * @module
- */
-import { fullJitterDelay } from "../backoff.js";
 import type { Engine } from "../engine.js";
 import {
   AbortedError,
-  AcquireTimeoutError,
-  ConfigurationError,
-  InvalidArgumentError,
   LockHeldError,
   QuorumUnavailableError,
   type RedlockError,
   ValidityExhaustedError,
 } from "../errors.js";
+import type { TaskContext } from "../fanout.js";
 import { Lock, type LockOperations } from "../lock.js";
 import { acquireOnNode } from "../node-operations.js";
-import { MAX_DELAY_MS, type ResolvedOptions } from "../options.js";
+import type { ResolvedOptions } from "../options.js";
 import { refusalReason } from "../quorum.js";
-import type { AttemptReport } from "../report.js";
-import { sleep } from "../signals.js";
+import type { AttemptReport, NodeOutcomeKind } from "../report.js";
 import { randomToken } from "../token.js";
 import { cleanUpAcquisition } from "./cleanup.js";
 import { summary } from "./summary.js";
@@ -36,7 +27,27 @@ export interface AcquireRequest {
 }
 
 /** The outcome of one attempt: a lock, or the report of why not. */
-export type AttemptResult = { lock: Lock; report: AttemptReport } | { lock?: undefined; report: AttemptReport };
+export type AttemptResult =
+  | { lock: Lock; report: AttemptReport }
+  | { lock?: undefined; report: AttemptReport; token: string };
+
+/**
+ * How the gate node takes part in an attempt made while waiting: a task of its own (a take-mode
+ * poll instead of `SET NX`, or nothing at all when an earlier poll already took it), the token
+ * that poll used, and the clock reading validity counts from.
+ */
+export interface GateRole {
+  readonly index: number;
+  readonly token: string;
+  readonly task: (context: TaskContext) => Promise<NodeOutcomeKind>;
+  /** Set when the gate was taken before this attempt: validity counts from that poll's send. */
+  readonly startedAt?: number | undefined;
+  /**
+   * When the gate said yes but the others hold another token, keep our key on the gate for this
+   * long instead of releasing it (see `cleanUpAcquisition`).
+   */
+  readonly placeholderMs: number;
+}
 
 /** Make one attempt on every node. Never throws for node failures: the report says what happened. */
 export async function attemptAcquire(
@@ -45,15 +56,18 @@ export async function attemptAcquire(
   attempt: number,
   signal: AbortSignal | undefined,
   operations: LockOperations,
+  gate?: GateRole,
 ): Promise<AttemptResult> {
   const { resources, keys, ttlMs, options } = request;
   // A fresh token per attempt: cleanup of a failed attempt can then never delete the keys of a
   // later, successful one.
-  const token = randomToken();
+  const token = gate?.token ?? randomToken();
   const vote = await engine.vote(options, "acquire", resources, attempt, ttlMs, {
     yes: "acquired",
     signal,
-    task: (i, context) => acquireOnNode(engine.node(i), keys, token, ttlMs, context),
+    startedAt: gate?.startedAt,
+    task: (i, context) =>
+      i === gate?.index ? gate.task(context) : acquireOnNode(engine.node(i), keys, token, ttlMs, context),
   });
   const { report, fan } = vote;
   if (report.ok) {
@@ -71,85 +85,29 @@ export async function attemptAcquire(
     });
     return { lock, report };
   }
-  cleanUpAcquisition(engine, request, token, fan);
-  return { report };
+  const gateOutOfStep =
+    gate !== undefined &&
+    refusalReason(
+      report.nodes.map((n) => n.outcome),
+      options.quorum,
+    ) === "held";
+  cleanUpAcquisition(
+    engine,
+    request,
+    token,
+    fan,
+    undefined,
+    gateOutOfStep ? { index: gate.index, holdMs: gate.placeholderMs } : undefined,
+  );
+  return { report, token };
 }
 
-/**
- * `acquire()`: attempts until one succeeds or attempts, time or the caller's signal run out,
- * waiting between attempts as the retry policy says.
- * @throws {LockHeldError | QuorumUnavailableError | ValidityExhaustedError | AcquireTimeoutError | AbortedError | ConfigurationError}
- */
-export async function acquireLock(
-  engine: Engine,
-  request: AcquireRequest,
-  maxAttempts: number,
-  signal: AbortSignal | undefined,
-  operations: LockOperations,
-): Promise<Lock> {
-  const { resources, options: o } = request;
-  const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : o.clock.now() + o.acquireTimeoutMs;
-  const reports: AttemptReport[] = [];
-  for (let attempt = 1; ; attempt++) {
-    if (signal?.aborted) throw abortedError(resources, reports, signal.reason);
-    const result = await attemptAcquire(engine, request, attempt, signal, operations);
-    reports.push(result.report);
-    if (result.lock) return result.lock;
-    const configError = result.report.nodes.find((n) => n.error instanceof ConfigurationError)?.error;
-    if (configError) {
-      throw new ConfigurationError(configError.message, {
-        node: (configError as ConfigurationError).node,
-        cause: configError,
-        attempts: reports,
-      });
-    }
-    if (signal?.aborted) throw abortedError(resources, reports, signal.reason);
-    if (attempt >= maxAttempts) throw failureError(resources, reports, o.quorum);
-    const delay = retryDelay(o, attempt, result.report, reports);
-    if (delay === null) throw failureError(resources, reports, o.quorum);
-    if (o.clock.now() + delay >= deadline) {
-      throw new AcquireTimeoutError(
-        `could not acquire ${resources.join(", ")} within ${o.acquireTimeoutMs} ms (${attempt} attempt${attempt === 1 ? "" : "s"}): ${summary(result.report)}`,
-        reports,
-      );
-    }
-    try {
-      await sleep(delay, signal);
-    } catch (reason) {
-      throw abortedError(resources, reports, reason);
-    }
-  }
-}
-
-/** The delay before the next attempt: the caller's policy, checked, or full-jitter backoff. */
-function retryDelay(
-  o: ResolvedOptions,
-  attempt: number,
-  report: AttemptReport,
-  reports: AttemptReport[],
-): number | null {
-  if (!o.retryDelay) return fullJitterDelay(attempt, o.retryBaseDelayMs, o.retryMaxDelayMs, Math.random());
-  let delay: unknown;
-  try {
-    delay = o.retryDelay({ attempt, report });
-  } catch (cause) {
-    throw new ConfigurationError("the retryDelay option threw", { cause, attempts: reports });
-  }
-  if (delay === null) return null;
-  if (typeof delay !== "number" || !Number.isFinite(delay) || delay < 0 || delay > MAX_DELAY_MS) {
-    throw new InvalidArgumentError(
-      `retryDelay must return null or a number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${String(delay)}`,
-    );
-  }
-  return delay;
-}
-
-function abortedError(resources: readonly string[], reports: AttemptReport[], reason: unknown): AbortedError {
+export function abortedError(resources: readonly string[], reports: AttemptReport[], reason: unknown): AbortedError {
   return new AbortedError(`acquiring ${resources.join(", ")} was aborted`, reports, reason);
 }
 
 /** The error that says why the last attempt failed: validity, contention or node failures. */
-function failureError(resources: readonly string[], reports: AttemptReport[], quorum: number): RedlockError {
+export function failureError(resources: readonly string[], reports: AttemptReport[], quorum: number): RedlockError {
   const last = reports.at(-1) as AttemptReport;
   const what = resources.join(", ");
   const tries = `${reports.length} attempt${reports.length === 1 ? "" : "s"}`;

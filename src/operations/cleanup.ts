@@ -17,7 +17,7 @@
  */
 import { callHook, type Engine } from "../engine.js";
 import { fanOut } from "../fanout.js";
-import { releaseOnNode } from "../node-operations.js";
+import { extendOnNode, releaseOnNode } from "../node-operations.js";
 import { isFailure } from "../quorum.js";
 import type { NodeOutcome } from "../report.js";
 import { backgroundTimeout } from "../signals.js";
@@ -48,6 +48,7 @@ export function cleanUpAcquisition(
   token: string,
   fan: AcquireFan,
   releasedOn?: readonly boolean[],
+  placeholder?: { readonly index: number; readonly holdMs: number },
 ): void {
   const { ttlMs, options } = request;
   const timeoutMs = cleanupTimeoutMs(options.requestTimeoutMs, ttlMs);
@@ -59,6 +60,14 @@ export function cleanUpAcquisition(
         // was already released if the lock's release reached it after the SET's answer.
         if (!fateUnknown && (outcome.outcome !== "acquired" || releasedOn?.[index] === true)) return;
         await fan.finished[index];
+        if (placeholder?.index === index && outcome.outcome === "acquired") {
+          // The gate said yes but the other nodes hold someone else's lock: the gate lost track
+          // (a restart, a fresh client's keys). Keep our key there a while instead, so waiters
+          // see the lock as held and keep polling with one request, rather than each taking the
+          // gate in turn and fanning out to every node.
+          const kept = await extendOne(engine, request, token, index, placeholder.holdMs, timeoutMs);
+          if (kept.outcome === "extended") return;
+        }
         const first = await releaseOne(engine, request, token, index, timeoutMs);
         if (!fateUnknown && !mayHaveApplied(first)) return;
         await sweep(engine, request, token, index, timeoutMs, fan.startedAt, first);
@@ -89,6 +98,27 @@ async function sweep(
     interval *= 2;
     outcome = await releaseOne(engine, request, token, index, timeoutMs);
   }
+}
+
+async function extendOne(
+  engine: Engine,
+  request: AcquireRequest,
+  token: string,
+  index: number,
+  holdMs: number,
+  timeoutMs: number,
+): Promise<NodeOutcome> {
+  const node = engine.node(index);
+  const fan = fanOut({
+    nodeIds: [node.id],
+    quorum: 1,
+    yes: "extended",
+    timeoutMs,
+    clock: request.options.clock,
+    task: (_, context) => extendOnNode(node, request.keys, token, holdMs, context),
+  });
+  const [outcome] = await fan.outcomes;
+  return outcome as NodeOutcome;
 }
 
 async function releaseOne(

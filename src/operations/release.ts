@@ -4,10 +4,14 @@
  * @module
  */
 import type { Engine } from "../engine.js";
+import { gateIndex, releaseOnGate } from "../gate.js";
 import type { Lock, ReleaseResult } from "../lock.js";
 import { releaseOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
 import { cleanUpAcquisition } from "./cleanup.js";
+
+/** How long a resource counts as contended after a release found waiters in line, in ms. */
+const HOT_AFTER_RELEASE_MS = 2000;
 
 /** Release `keys` held with `token` on every node. Never throws for node failures. */
 export async function releaseKeys(
@@ -17,9 +21,17 @@ export async function releaseKeys(
   keys: readonly string[],
   token: string,
 ): Promise<ReleaseResult> {
+  // The gate node also says how many wait in line: this client's next acquisition of the same
+  // resource then queues up behind them instead of jumping the line (see waiting.ts).
+  const gate = gateIndex(keys, engine.nodes.length);
   const { report, fan } = await engine.vote(o, "release", resources, 1, undefined, {
     yes: "released",
-    task: (i, context) => releaseOnNode(engine.node(i), keys, token, context),
+    task: async (i, context) => {
+      if (i !== gate) return releaseOnNode(engine.node(i), keys, token, context);
+      const { outcome, waiting } = await releaseOnGate(engine.node(i), keys, token, context);
+      if (waiting > 0) engine.hot.mark(keys.join("\n"), o.clock.now(), HOT_AFTER_RELEASE_MS);
+      return outcome;
+    },
   });
   engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
   return { released: report.votes, nodes: report.nodes, report };

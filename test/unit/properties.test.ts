@@ -28,6 +28,8 @@ const scenario = fc.record({
   requestTimeoutMs: fc.integer({ min: 20, max: 600 }),
   maxAttempts: fc.integer({ min: 1, max: 3 }),
   raiseQuorum: fc.boolean(),
+  /** The default waiting strategy (the gate) instead of a fixed retry delay. */
+  defaultWaiting: fc.boolean(),
   resources: fc.constantFrom<string[]>(["r"], ["a", "b"], ["x", "y", "z"]),
   /** Extensions after a grant: TTLs shorter and longer than what is left, after a pause. */
   extensions: fc.array(
@@ -81,7 +83,7 @@ describe("safety over random node behaviours", () => {
           quorum,
           requestTimeoutMs: s.requestTimeoutMs,
           maxAttempts: s.maxAttempts,
-          retryDelay: () => 25,
+          retryDelay: s.defaultWaiting ? undefined : () => 25,
         });
 
         let settled = false;

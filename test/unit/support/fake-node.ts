@@ -6,10 +6,13 @@
 import { ConfigurationError, NodeError } from "../../../src/errors.js";
 import { acquireAllScript } from "../../../src/scripts/acquire-all.js";
 import { extendScript } from "../../../src/scripts/extend.js";
+import { gateScript } from "../../../src/scripts/gate.js";
+import { gateReleaseScript } from "../../../src/scripts/gate-release.js";
 import { inspectScript } from "../../../src/scripts/inspect.js";
 import { releaseScript } from "../../../src/scripts/release.js";
 import { verifyScript } from "../../../src/scripts/verify.js";
 import type { RedisArgument, RedisNode, RedisReply } from "../../../src/transport.js";
+import { type GateStore, runGate, runGateRelease } from "./fake-gate.js";
 
 export type Behaviour =
   /** Answers after `latencyMs`. */
@@ -25,7 +28,15 @@ export type Behaviour =
   /** Rejects the token. */
   | { kind: "unauthorized" };
 
-const scripts = [acquireAllScript, extendScript, releaseScript, inspectScript, verifyScript];
+const scripts = [
+  acquireAllScript,
+  extendScript,
+  releaseScript,
+  inspectScript,
+  verifyScript,
+  gateScript,
+  gateReleaseScript,
+];
 
 export class FakeNode implements RedisNode {
   readonly store = new Map<string, { value: string; expiresAt: number }>();
@@ -113,9 +124,27 @@ export class FakeNode implements RedisNode {
     }
   }
 
+  /** The store as the gate scripts see it. */
+  readonly gateStore: GateStore = {
+    get: (key) => this.get(key),
+    pttl: (key) => {
+      const entry = this.store.get(key);
+      return entry && entry.expiresAt > Date.now() ? entry.expiresAt - Date.now() : -2;
+    },
+    set: (key, value, ttlMs) => {
+      this.store.set(key, { value, expiresAt: Date.now() + ttlMs });
+    },
+    del: (key) => (this.store.delete(key) ? 1 : 0),
+    now: () => Date.now(),
+  };
+
   private runScript(name: string, keys: string[], argv: string[]): RedisReply {
     const [token, ttl] = argv as [string, string];
     switch (name) {
+      case "gate":
+        return runGate(this.gateStore, keys, argv);
+      case "gate-release":
+        return runGateRelease(this.gateStore, keys, argv);
       case "acquire-all":
         if (keys.some((k) => this.get(k) !== undefined)) return 0;
         for (const k of keys) this.store.set(k, { value: token, expiresAt: Date.now() + Number(ttl) });

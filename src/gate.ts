@@ -1,0 +1,149 @@
+/**
+ * Which node is a resource set's gate, the gate's own keys, and one poll of it.
+ * @module
+ */
+import { NodeError } from "./errors.js";
+import type { TaskContext } from "./fanout.js";
+import type { NodeOutcomeKind } from "./report.js";
+import { gateScript } from "./scripts/gate.js";
+import { gateReleaseScript } from "./scripts/gate-release.js";
+import { runScript } from "./scripts/script.js";
+import type { RedisNode } from "./transport.js";
+
+/** What the gate said to one poll. */
+export interface GateAnswer {
+  /** The lock keys were free, this waiter was first in line, and the gate set them with our token. */
+  readonly taken: boolean;
+  /** Place in line, 0 for first. */
+  readonly rank: number;
+  /** Longest PTTL of the lock keys on the gate: -2 when free, -1 for a key without TTL. */
+  readonly pttlMs: number;
+  /** Predicted milliseconds until the lock frees up, from the gate's record of past takes (at most `pttlMs`). */
+  readonly freeInMs: number;
+  /** Average interval between takes, in ms (0 while unknown). */
+  readonly cycleMs: number;
+  /** This waiter's ticket (its place is kept when a take fails elsewhere). */
+  readonly ticket: number;
+}
+
+/** Poll modes: take the keys when it is our turn, only queue up, or leave the queue. */
+export type GateMode = "take" | "wait" | "leave";
+
+/**
+ * The gate of a (sorted) key set: the same node for every client with the same node list, spread
+ * over the nodes by a hash of the keys (FNV-1a).
+ */
+export function gateIndex(keys: readonly string[], nodeCount: number): number {
+  let hash = 0x811c9dc5;
+  for (const key of keys) {
+    for (let i = 0; i < key.length; i++) {
+      hash ^= key.charCodeAt(i);
+      hash = Math.imul(hash, 0x01000193);
+    }
+    hash ^= 0x0a;
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % nodeCount;
+}
+
+/**
+ * The gate's keys for a key set: queue, leases and stats. They live under a reserved prefix so
+ * that no lock key collides with them unless a resource is named `edge-redlock:gate:…`; the lock's
+ * own keys are part of the name, so a key prefix applies to them too.
+ */
+export function gateKeys(keys: readonly string[]): [queue: string, leases: string, stats: string] {
+  const base = `edge-redlock:gate:${keys.length === 1 ? keys[0] : JSON.stringify(keys)}`;
+  return [`${base}:queue`, `${base}:leases`, `${base}:stats`];
+}
+
+/** One poll of the gate. Throws a {@link NodeError} for an answer of the wrong shape. */
+export async function pollGate(
+  node: RedisNode,
+  keys: readonly string[],
+  request: { waiter: string; mode: GateMode; token: string; ttlMs: number; leaseMs: number; ticket: number },
+  context: TaskContext,
+): Promise<GateAnswer> {
+  const reply = await runScript(
+    node,
+    gateScript,
+    [...keys, ...gateKeys(keys)],
+    [
+      request.waiter,
+      request.mode,
+      request.token,
+      request.ttlMs,
+      Math.ceil(request.leaseMs),
+      keys.length,
+      request.ticket,
+    ],
+    context,
+  );
+  if (Array.isArray(reply) && reply.length === 6 && reply.every((v) => typeof v === "number" && Number.isInteger(v))) {
+    const [taken, rank, pttlMs, freeInMs, cycleMs, ticket] = reply as number[];
+    if ((taken === 0 || taken === 1) && (rank as number) >= -1) {
+      return {
+        taken: taken === 1,
+        rank: rank as number,
+        pttlMs: pttlMs as number,
+        freeInMs: Math.max(0, freeInMs as number),
+        cycleMs: Math.max(0, cycleMs as number),
+        ticket: ticket as number,
+      };
+    }
+  }
+  throw new NodeError(
+    node.id,
+    `unexpected reply to ${gateScript.name} from ${node.id}: ${JSON.stringify(reply).slice(0, 80)}`,
+  );
+}
+
+/**
+ * Release on the gate node (compare-and-DEL) and learn how many waiters are in line. Throws a
+ * {@link NodeError} for an answer of the wrong shape.
+ */
+export async function releaseOnGate(
+  node: RedisNode,
+  keys: readonly string[],
+  token: string,
+  context: TaskContext,
+): Promise<{ outcome: NodeOutcomeKind; waiting: number }> {
+  const [queue, leases] = gateKeys(keys);
+  const reply = await runScript(node, gateReleaseScript, [...keys, queue, leases], [token, keys.length], context);
+  if (Array.isArray(reply) && reply.length === 2) {
+    const [deleted, waiting] = reply;
+    if (
+      typeof deleted === "number" &&
+      deleted >= 0 &&
+      deleted <= keys.length &&
+      typeof waiting === "number" &&
+      waiting >= 0
+    ) {
+      return { outcome: deleted > 0 ? "released" : "not-held", waiting };
+    }
+  }
+  throw new NodeError(
+    node.id,
+    `unexpected reply to ${gateReleaseScript.name} from ${node.id}: ${JSON.stringify(reply).slice(0, 80)}`,
+  );
+}
+
+/**
+ * Resource sets this client recently had to wait for, by gate key: the next acquisition of a hot
+ * resource queues up at once instead of racing the waiters with a fan-out.
+ */
+export class HotResources {
+  readonly #until = new Map<string, number>();
+
+  isHot(key: string, now: number): boolean {
+    const until = this.#until.get(key);
+    if (until === undefined) return false;
+    if (until > now) return true;
+    this.#until.delete(key);
+    return false;
+  }
+
+  mark(key: string, now: number, forMs: number): void {
+    if (this.#until.size > 1024) this.#until.clear();
+    this.#until.set(key, now + forMs);
+  }
+}

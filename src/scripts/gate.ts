@@ -1,0 +1,105 @@
+/**
+ * The gate: one node per resource set that orders waiters, so that waiting costs one request per
+ * poll instead of a fan-out to every node, waiters do not split the votes, and nobody starves.
+ * Safety never depends on it: a lock still needs a quorum of `SET NX` (or the all-or-none
+ * script) with enough validity, exactly as without a gate.
+ *
+ * State on the gate node, besides the lock keys: a queue (sorted set: ticket → waiter), the
+ * waiters' leases (sorted set: lease expiry → waiter; a waiter that stops polling drops out when
+ * its lease runs out), and a small hash: the ticket counter, the server time of the last take and
+ * an average of the interval between takes (the hold cycle), from which waiters predict when the
+ * lock frees up.
+ * @module
+ */
+import type { Script } from "./script.js";
+
+/**
+ * KEYS: the lock keys (1..n), then the queue, the leases and the stats keys.
+ * ARGV[1]: waiter id. ARGV[2]: mode, `take` (enqueue, or take the lock keys when this waiter is
+ * first in line, or the queue is empty, and the keys are free), `wait` (enqueue, never take) or
+ * `leave` (drop out of the queue). ARGV[3]: token. ARGV[4]: TTL in ms. ARGV[5]: lease in ms.
+ * ARGV[6]: n, the number of lock keys. ARGV[7]: the waiter's earlier ticket, or 0 for none (a
+ * waiter whose take failed elsewhere keeps its place).
+ *
+ * Returns `{taken, rank, pttl, freeIn, cycle, ticket}`: `taken` 1 when the keys were set; `rank`
+ * the waiter's place in line (0 first); `pttl` the longest PTTL of the lock keys (-2 when free);
+ * `freeIn` the predicted milliseconds until the lock frees up (bounded by `pttl`); `cycle` the
+ * average interval between takes in ms (0 while unknown); `ticket` the waiter's ticket.
+ */
+export const gateScript: Script = Object.freeze({
+  name: "gate",
+  source: `local n = tonumber(ARGV[6])
+local queue, leases, stats = KEYS[n + 1], KEYS[n + 2], KEYS[n + 3]
+local waiter, mode = ARGV[1], ARGV[2]
+local time = redis.call("TIME")
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local stale = redis.call("ZRANGEBYSCORE", leases, "-inf", now)
+for _, w in ipairs(stale) do
+  redis.call("ZREM", queue, w)
+end
+redis.call("ZREMRANGEBYSCORE", leases, "-inf", now)
+if mode == "leave" then
+  redis.call("ZREM", queue, waiter)
+  redis.call("ZREM", leases, waiter)
+  return {0, -1, -2, 0, 0, 0}
+end
+local pttl = -2
+for i = 1, n do
+  local p = redis.call("PTTL", KEYS[i])
+  if p ~= -2 and (p == -1 or p > pttl) then
+    pttl = p
+  end
+end
+local last = tonumber(redis.call("HGET", stats, "last") or "0")
+local cycle = tonumber(redis.call("HGET", stats, "cycle") or "0")
+local ticket = tonumber(redis.call("ZSCORE", queue, waiter) or "0")
+if ticket == 0 then
+  ticket = tonumber(ARGV[7])
+  if ticket <= 0 then
+    ticket = redis.call("HINCRBY", stats, "seq", 1)
+    redis.call("PEXPIRE", stats, 600000)
+  end
+  redis.call("ZADD", queue, ticket, waiter)
+end
+local rank = redis.call("ZRANK", queue, waiter)
+if mode == "take" and pttl == -2 and rank == 0 then
+  for i = 1, n do
+    redis.call("SET", KEYS[i], ARGV[3], "PX", ARGV[4])
+  end
+  redis.call("ZREM", queue, waiter)
+  redis.call("ZREM", leases, waiter)
+  if last > 0 then
+    local interval = now - last
+    if cycle == 0 then
+      cycle = interval
+    elseif interval <= 4 * cycle then
+      cycle = math.floor((3 * cycle + interval) / 4)
+    end
+  end
+  redis.call("HSET", stats, "last", now, "cycle", cycle)
+  redis.call("PEXPIRE", stats, 600000)
+  return {1, 0, -2, 0, cycle, ticket}
+end
+redis.call("ZADD", leases, now + tonumber(ARGV[5]), waiter)
+local keep = tonumber(ARGV[5]) + 1000
+for _, key in ipairs({queue, leases}) do
+  if redis.call("PTTL", key) < keep then
+    redis.call("PEXPIRE", key, keep)
+  end
+end
+local freeIn = 0
+if pttl ~= -2 then
+  freeIn = pttl
+  if cycle > 0 and last > 0 then
+    local predicted = last + cycle - now
+    if predicted < 0 then
+      predicted = 0
+    end
+    if pttl == -1 or predicted < pttl then
+      freeIn = predicted
+    end
+  end
+end
+return {0, rank, pttl, freeIn, cycle, ticket}`,
+  sha1: "5b3c4ed1e9fcd1dd4e3ab4c8fa022634ebf17676",
+});

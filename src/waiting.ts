@@ -1,0 +1,450 @@
+/**
+ * How `acquire()` waits for a lock that is held elsewhere.
+ *
+ * The first attempt is a plain fan-out to every node: uncontended, a lock costs one round trip.
+ * When the lock turns out to be held, the client does not fan out again and again. It waits in
+ * line at the resource's gate node (see `scripts/gate.ts`), polling it with one request:
+ * - the gate keeps a queue of waiters, so they take turns (no starvation, and a client that just
+ *   released goes to the back of the line when it comes again);
+ * - only the first in line tries to take the lock, so waiters that start together never split the
+ *   votes among themselves;
+ * - the gate records how long holds last, so the first in line sleeps until the lock is about to
+ *   free up and then fans out to every node at once (its take of the gate node rides in the same
+ *   round trip); the others sleep in proportion to their place in line;
+ * - a poll that finds the lock free takes the gate node at once, and the other nodes follow.
+ *
+ * Safety never depends on the gate: every grant is a quorum of `SET NX` with enough validity,
+ * counted from before the first request that could have set a key. When the gate is down or slow,
+ * waiting falls back to fan-outs with full-jitter backoff, and a gate that forgot the lock (a
+ * restart) gets a placeholder key, so that the waiters keep polling one node.
+ * @module
+ */
+import { fullJitterDelay } from "./backoff.js";
+import type { Engine } from "./engine.js";
+import { AbortedError, AcquireTimeoutError, ConfigurationError, InvalidArgumentError } from "./errors.js";
+import type { TaskContext } from "./fanout.js";
+import { type GateAnswer, type GateMode, gateIndex, pollGate } from "./gate.js";
+import type { Lock, LockOperations } from "./lock.js";
+import {
+  type AcquireRequest,
+  type AttemptResult,
+  abortedError,
+  attemptAcquire,
+  failureError,
+  type GateRole,
+} from "./operations/acquire.js";
+import { summary } from "./operations/summary.js";
+import { MAX_DELAY_MS, type ResolvedOptions } from "./options.js";
+import { refusalReason } from "./quorum.js";
+import type { AttemptReport, NodeOutcomeKind } from "./report.js";
+import { sleep } from "./signals.js";
+import { randomToken } from "./token.js";
+
+/** Shortest and longest pause between two polls of the gate, in ms. */
+const MIN_POLL_MS = 5;
+const MAX_POLL_MS = 100;
+/** Longest pause between polls of the first in line when the gate cannot predict the release, in ms. */
+const MAX_UNPREDICTED_POLL_MS = 250;
+/** Longest sleep of a waiter far back in line before it polls again, in ms. */
+const MAX_SLEEP_MS = 2000;
+
+/**
+ * `acquire()`: attempts until one succeeds or attempts, time or the caller's signal run out.
+ * @param maxAttempts fan-outs allowed (polls of the gate are not attempts).
+ * @throws {LockHeldError | QuorumUnavailableError | ValidityExhaustedError | AcquireTimeoutError | AbortedError | ConfigurationError}
+ */
+export async function acquireWithWaiting(
+  engine: Engine,
+  request: AcquireRequest,
+  maxAttempts: number,
+  signal: AbortSignal | undefined,
+  operations: LockOperations,
+): Promise<Lock> {
+  return new Acquisition(engine, request, maxAttempts, signal, operations).run();
+}
+
+class Acquisition {
+  readonly #engine: Engine;
+  readonly #request: AcquireRequest;
+  readonly #o: ResolvedOptions;
+  readonly #maxAttempts: number;
+  readonly #signal: AbortSignal | undefined;
+  readonly #operations: LockOperations;
+  readonly #reports: AttemptReport[] = [];
+  readonly #gate: number;
+  readonly #hotKey: string;
+  readonly #deadline: number;
+  /** This call's identity in the gate's queue. */
+  readonly #waiter = randomToken();
+  #ticket = 0;
+  #attempts = 0;
+  #polls = 0;
+  /** Average poll round trip, in ms. */
+  #rtt = 0;
+  #gateDown = false;
+  #placeholderMs: number;
+  /** Waiting without progress (no step forward in line) ends after this clock reading. */
+  #patienceUntil: number;
+  #lastRank = Number.POSITIVE_INFINITY;
+  #unpredictedPolls = 0;
+
+  constructor(
+    engine: Engine,
+    request: AcquireRequest,
+    maxAttempts: number,
+    signal: AbortSignal | undefined,
+    operations: LockOperations,
+  ) {
+    this.#engine = engine;
+    this.#request = request;
+    this.#o = request.options;
+    this.#maxAttempts = maxAttempts;
+    this.#signal = signal;
+    this.#operations = operations;
+    this.#gate = gateIndex(request.keys, engine.nodes.length);
+    this.#hotKey = request.keys.join("\n");
+    const now = this.#o.clock.now();
+    this.#deadline = this.#o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : now + this.#o.acquireTimeoutMs;
+    this.#patienceUntil = now + this.#patience();
+    this.#placeholderMs = Math.max(50, this.#o.requestTimeoutMs);
+  }
+
+  async run(): Promise<Lock> {
+    const now = this.#o.clock.now();
+    // Queue up at once for a resource this client just waited for; a single attempt never waits.
+    if (this.#maxAttempts > 1 && this.#engine.hot.isHot(this.#hotKey, now)) return this.#waitInLine();
+    const first = await this.#fanOut();
+    if (first.lock) return first.lock;
+    return this.#afterFailedAttempt(first);
+  }
+
+  /** After a failed fan-out: wait in line when the lock is held elsewhere, else back off. */
+  async #afterFailedAttempt(result: AttemptResult): Promise<Lock> {
+    this.#checkAfterAttempt(result.report);
+    if (this.#shouldWaitInLine(result.report)) return this.#waitInLine();
+    return this.#backOff(result.report);
+  }
+
+  /** Another holder answered, the gate is up, and no custom retry schedule was asked for. */
+  #shouldWaitInLine(report: AttemptReport): boolean {
+    return !this.#gateDown && this.#o.retryDelay === undefined && this.#isContention(report);
+  }
+
+  /** Fan-outs with the retry policy's delays in between: node failures, or no gate. */
+  async #backOff(last: AttemptReport): Promise<Lock> {
+    let report = last;
+    for (;;) {
+      const delay = this.#retryDelay(report);
+      // As retries always did: give up at once when the delay would cross the acquire deadline.
+      if (this.#o.clock.now() + delay >= this.#deadline) this.#timeOut();
+      await this.#sleep(delay);
+      const result = await this.#fanOut();
+      if (result.lock) return result.lock;
+      this.#checkAfterAttempt(result.report);
+      // Nodes that failed are back and answer that the lock is held: wait in line after all.
+      if (this.#shouldWaitInLine(result.report)) return this.#waitInLine();
+      report = result.report;
+    }
+  }
+
+  /** Poll the gate until it is our turn, then take the lock. */
+  async #waitInLine(): Promise<Lock> {
+    this.#engine.hot.mark(this.#hotKey, this.#o.clock.now(), this.#hotWindow(0));
+    let nextPollMs = 0;
+    for (;;) {
+      await this.#pause(nextPollMs);
+      const sentAt = this.#o.clock.now();
+      const token = randomToken();
+      let answer: GateAnswer;
+      try {
+        answer = await this.#poll("take", token, this.#leaseFor(nextPollMs));
+      } catch (error) {
+        if (error instanceof ConfigurationError) throw this.#configurationError(error);
+        if (error instanceof AbortedError) throw error;
+        // The gate is down or slow: never wait on it longer than one request deadline.
+        this.#gateDown = true;
+        const result = await this.#fanOut();
+        if (result.lock) return result.lock;
+        this.#checkAfterAttempt(result.report);
+        return this.#backOff(result.report);
+      }
+      this.#engine.hot.mark(this.#hotKey, this.#o.clock.now(), this.#hotWindow(answer.cycleMs));
+      if (answer.taken) {
+        // The poll set the keys on the gate: the other nodes follow, and validity counts from
+        // the poll's send.
+        const result = await this.#fanOut({
+          index: this.#gate,
+          token,
+          startedAt: sentAt,
+          placeholderMs: this.#placeholderMs,
+          task: async () => "acquired",
+        });
+        if (result.lock) return result.lock;
+        this.#checkAfterAttempt(result.report);
+        // The others hold another token: the gate lost track. Our placeholder there grows.
+        if (
+          refusalReason(
+            result.report.nodes.map((n) => n.outcome),
+            this.#o.quorum,
+          ) === "held"
+        ) {
+          this.#placeholderMs = Math.min(this.#placeholderMs * 2, this.#request.ttlMs);
+        }
+        nextPollMs = this.#pollInterval(answer.cycleMs);
+        continue;
+      }
+      this.#noteProgress(answer.rank);
+      const interval = this.#pollInterval(answer.cycleMs);
+      const predicted = answer.cycleMs > 0 && answer.pttlMs !== -2;
+      if (answer.rank === 0 && predicted && answer.freeInMs > 2 * interval && answer.freeInMs <= MAX_SLEEP_MS) {
+        // First in line, and the gate expects the lock to free up: be there when it does, with a
+        // fan-out to every node that takes the gate node in the same round trip.
+        await this.#pause(Math.max(0, answer.freeInMs - this.#rtt / 2));
+        const lock = await this.#speculativeTake();
+        if (lock) return lock;
+        nextPollMs = interval;
+        continue;
+      }
+      nextPollMs = this.#sleepFor(answer);
+    }
+  }
+
+  /** A fan-out in which the gate node gets a take-mode poll instead of `SET NX`. */
+  async #speculativeTake(): Promise<Lock | undefined> {
+    const token = randomToken();
+    let answer: GateAnswer | undefined;
+    const result = await this.#fanOut({
+      index: this.#gate,
+      token,
+      placeholderMs: this.#placeholderMs,
+      task: async (context: TaskContext): Promise<NodeOutcomeKind> => {
+        answer = await this.#pollOn(context, "take", token, this.#leaseFor(this.#pollInterval(0)));
+        return answer.taken ? "acquired" : "held";
+      },
+    });
+    if (result.lock) return result.lock;
+    this.#checkAfterAttempt(result.report);
+    if (answer) this.#noteProgress(answer.rank);
+    return undefined;
+  }
+
+  /** One attempt (a fan-out to every node), counted and checked against the limits. */
+  async #fanOut(gate?: GateRole): Promise<AttemptResult> {
+    this.#checkAbort();
+    this.#attempts++;
+    const result = await attemptAcquire(
+      this.#engine,
+      this.#request,
+      this.#attempts,
+      this.#signal,
+      this.#operations,
+      gate,
+    );
+    const report = this.#polls > 0 ? { ...result.report, polls: this.#polls } : result.report;
+    this.#polls = 0;
+    this.#reports.push(report);
+    return result.lock ? { lock: result.lock, report } : { ...result, report };
+  }
+
+  /** One poll of the gate, as a one-node fan-out: the same deadline, abort and hooks as every request. */
+  async #poll(mode: GateMode, token: string, leaseMs: number): Promise<GateAnswer> {
+    let answer: GateAnswer | undefined;
+    const fan = this.#engine.fan(
+      this.#o,
+      "acquire",
+      this.#request.resources,
+      {
+        yes: "acquired",
+        signal: this.#signal,
+        task: async (_, context) => {
+          answer = await this.#pollOn(context, mode, token, leaseMs);
+          return "acquired";
+        },
+      },
+      this.#o.requestTimeoutMs,
+      [this.#gate],
+    );
+    const [outcome] = await fan.outcomes;
+    if (outcome?.outcome === "aborted")
+      throw abortedError(this.#request.resources, this.#reports, this.#signal?.reason);
+    if (answer === undefined) throw outcome?.error ?? new Error("the gate did not answer");
+    return answer;
+  }
+
+  async #pollOn(context: TaskContext, mode: GateMode, token: string, leaseMs: number): Promise<GateAnswer> {
+    this.#polls++;
+    const started = this.#o.clock.now();
+    const answer = await pollGate(
+      this.#engine.node(this.#gate),
+      this.#request.keys,
+      { waiter: this.#waiter, mode, token, ttlMs: this.#request.ttlMs, leaseMs, ticket: this.#ticket },
+      context,
+    );
+    const rtt = this.#o.clock.now() - started;
+    this.#rtt = this.#rtt === 0 ? rtt : (3 * this.#rtt + rtt) / 4;
+    if (answer.ticket > 0 && !answer.taken) this.#ticket = answer.ticket;
+    return answer;
+  }
+
+  /** How long to sleep before the next poll, from our place in line. */
+  #sleepFor(answer: GateAnswer): number {
+    const interval = this.#pollInterval(answer.cycleMs);
+    if (answer.rank <= 0) {
+      if (answer.cycleMs > 0 || answer.freeInMs <= interval) {
+        this.#unpredictedPolls = 0;
+        return interval;
+      }
+      // First in line, but the gate has no record of how long holds last: the holder may let go
+      // any moment before its key expires. Poll with a growing interval.
+      const wait = Math.min(interval * 2 ** this.#unpredictedPolls, MAX_UNPREDICTED_POLL_MS, answer.freeInMs);
+      this.#unpredictedPolls = Math.min(this.#unpredictedPolls + 1, 16);
+      return wait;
+    }
+    const cycle = answer.cycleMs > 0 ? answer.cycleMs : Math.max(4 * this.#rtt, 50);
+    // Wake up about when we should be first in line, to learn the exact moment from the gate.
+    const turn = answer.freeInMs + (answer.rank - 1) * cycle - this.#rtt;
+    return Math.min(Math.max(turn, interval), MAX_SLEEP_MS);
+  }
+
+  /** Pause between two polls of the first in line: a fraction of the hold cycle. */
+  #pollInterval(cycleMs: number): number {
+    const base = cycleMs > 0 ? cycleMs / 8 : this.#rtt;
+    return Math.min(Math.max(base, MIN_POLL_MS), MAX_POLL_MS);
+  }
+
+  /** A waiter's place in line lasts until its next poll is overdue by this margin. */
+  #leaseFor(nextPollMs: number): number {
+    return nextPollMs + Math.max(2 * this.#o.requestTimeoutMs, 1000);
+  }
+
+  #hotWindow(cycleMs: number): number {
+    return Math.max(1000, 4 * cycleMs);
+  }
+
+  /**
+   * Without `acquireTimeoutMs`, waiting without a step forward in line ends after as long as the
+   * retry settings would have waited between `maxAttempts` attempts: the sum of the backoff's
+   * ceilings, `min(retryMaxDelayMs, retryBaseDelayMs * 2^(k-1))` for k < maxAttempts (11.1 s by
+   * default). Every step forward in line starts it again, so a long line that moves is waited out.
+   */
+  #patience(): number {
+    const o = this.#o;
+    let total = 0;
+    for (let k = 1; k < Math.min(this.#maxAttempts, 64); k++) {
+      total += Math.min(o.retryMaxDelayMs, o.retryBaseDelayMs * 2 ** (k - 1));
+    }
+    return Math.min(total, MAX_DELAY_MS);
+  }
+
+  #noteProgress(rank: number): void {
+    if (rank < this.#lastRank) this.#patienceUntil = this.#o.clock.now() + this.#patience();
+    this.#lastRank = rank;
+  }
+
+  /** Another holder answered somewhere: waiting in line beats another fan-out. */
+  #isContention(report: AttemptReport): boolean {
+    return report.votes < this.#o.quorum && report.nodes.some((n) => n.outcome === "held");
+  }
+
+  /** Throws when the attempt says stop: a rejected token, the caller's abort, or no attempts left. */
+  #checkAfterAttempt(report: AttemptReport): void {
+    const configError = report.nodes.find((n) => n.error instanceof ConfigurationError)?.error;
+    if (configError) throw this.#configurationError(configError as ConfigurationError);
+    this.#checkAbort();
+    if (this.#attempts >= this.#maxAttempts) throw failureError(this.#request.resources, this.#reports, this.#o.quorum);
+  }
+
+  #configurationError(error: ConfigurationError): ConfigurationError {
+    return new ConfigurationError(error.message, { node: error.node, cause: error, attempts: this.#reports });
+  }
+
+  #checkAbort(): void {
+    if (this.#signal?.aborted) {
+      this.#leave();
+      throw abortedError(this.#request.resources, this.#reports, this.#signal.reason);
+    }
+  }
+
+  /** Sleep `ms`, within the acquire deadline, the patience for waiting, and the caller's signal. */
+  async #pause(ms: number): Promise<void> {
+    const limit = Math.min(this.#deadline, this.#acquireTimeoutSet() ? Number.POSITIVE_INFINITY : this.#patienceUntil);
+    const now = this.#o.clock.now();
+    // Sleep up to the limit (the holder may let go early), then give up if it has passed.
+    if (ms > 0 && now < limit) await this.#sleep(Math.min(ms, limit - now));
+    if (this.#o.clock.now() >= limit) {
+      this.#leave();
+      if (!this.#acquireTimeoutSet()) throw failureError(this.#request.resources, this.#reports, this.#o.quorum);
+      this.#timeOut();
+    }
+  }
+
+  #timeOut(): never {
+    const last = this.#reports.at(-1);
+    const attempts = this.#reports.length;
+    throw new AcquireTimeoutError(
+      `could not acquire ${this.#request.resources.join(", ")} within ${this.#o.acquireTimeoutMs} ms (${attempts} attempt${attempts === 1 ? "" : "s"})${last ? `: ${summary(last)}` : ""}`,
+      this.#reports,
+    );
+  }
+
+  async #sleep(ms: number): Promise<void> {
+    try {
+      await sleep(ms, this.#signal);
+    } catch (reason) {
+      this.#leave();
+      throw abortedError(this.#request.resources, this.#reports, reason);
+    }
+  }
+
+  #acquireTimeoutSet(): boolean {
+    return this.#o.acquireTimeoutMs !== undefined;
+  }
+
+  /** Leave the gate's queue when giving up, so those behind us need not wait for our lease to run out. */
+  #leave(): void {
+    if (this.#ticket === 0 || this.#gateDown) return;
+    const node = this.#engine.node(this.#gate);
+    const work = this.#engine
+      .fan(
+        this.#o,
+        "acquire",
+        this.#request.resources,
+        {
+          yes: "acquired",
+          task: async (_, context) => {
+            await pollGate(
+              node,
+              this.#request.keys,
+              { waiter: this.#waiter, mode: "leave", token: "-", ttlMs: 1, leaseMs: 0, ticket: 0 },
+              context,
+            );
+            return "acquired";
+          },
+        },
+        this.#o.requestTimeoutMs,
+        [this.#gate],
+      )
+      .outcomes.then(() => undefined);
+    this.#engine.background.track(work, this.#o.requestTimeoutMs + 1000);
+  }
+
+  /** The retry policy's delay before the next fan-out: the caller's, checked, or full-jitter backoff. */
+  #retryDelay(report: AttemptReport): number {
+    const o = this.#o;
+    const attempt = this.#attempts;
+    if (!o.retryDelay) return fullJitterDelay(attempt, o.retryBaseDelayMs, o.retryMaxDelayMs, Math.random());
+    let delay: unknown;
+    try {
+      delay = o.retryDelay({ attempt, report });
+    } catch (cause) {
+      throw new ConfigurationError("the retryDelay option threw", { cause, attempts: this.#reports });
+    }
+    if (delay === null) throw failureError(this.#request.resources, this.#reports, o.quorum);
+    if (typeof delay !== "number" || !Number.isFinite(delay) || delay < 0 || delay > MAX_DELAY_MS) {
+      throw new InvalidArgumentError(
+        `retryDelay must return null or a number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${String(delay)}`,
+      );
+    }
+    return delay;
+  }
+}

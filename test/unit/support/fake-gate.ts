@@ -1,0 +1,120 @@
+/**
+ * The gate scripts (src/scripts/gate.ts, gate-release.ts) in TypeScript, for the in-memory fake
+ * nodes of the unit tests. An integration test checks that they answer like the Lua on a real
+ * redis-server.
+ */
+import type { RedisReply } from "../../../src/transport.js";
+
+/** What a fake node exposes to the gate: string keys with expiry, and now(). */
+export interface GateStore {
+  get(key: string): string | undefined;
+  pttl(key: string): number;
+  set(key: string, value: string, ttlMs: number): void;
+  del(key: string): number;
+  now(): number;
+}
+
+interface GateState {
+  queue: Map<string, number>;
+  leases: Map<string, number>;
+  seq: number;
+  last: number;
+  cycle: number;
+}
+
+const states = new WeakMap<GateStore, Map<string, GateState>>();
+
+function stateOf(store: GateStore, queueKey: string): GateState {
+  let byKey = states.get(store);
+  if (!byKey) {
+    byKey = new Map();
+    states.set(store, byKey);
+  }
+  let state = byKey.get(queueKey);
+  if (!state) {
+    state = { queue: new Map(), leases: new Map(), seq: 0, last: 0, cycle: 0 };
+    byKey.set(queueKey, state);
+  }
+  return state;
+}
+
+/** Forget every gate's queue on a store (a restart). */
+export function forgetGates(store: GateStore): void {
+  states.delete(store);
+}
+
+function rankOf(state: GateState, waiter: string): number {
+  const ticket = state.queue.get(waiter);
+  if (ticket === undefined) return -1;
+  let rank = 0;
+  for (const other of state.queue.values()) if (other < ticket) rank++;
+  return rank;
+}
+
+function purge(state: GateState, now: number): void {
+  for (const [waiter, lease] of state.leases) {
+    if (lease <= now) {
+      state.leases.delete(waiter);
+      state.queue.delete(waiter);
+    }
+  }
+}
+
+export function runGate(store: GateStore, keys: string[], argv: string[]): RedisReply {
+  const n = Number(argv[5]);
+  const lockKeys = keys.slice(0, n);
+  const state = stateOf(store, keys[n] as string);
+  const [waiter, mode, token, ttl, lease] = argv as [string, string, string, string, string];
+  const now = store.now();
+  purge(state, now);
+  if (mode === "leave") {
+    state.queue.delete(waiter);
+    state.leases.delete(waiter);
+    return [0, -1, -2, 0, 0, 0];
+  }
+  let pttl = -2;
+  for (const key of lockKeys) {
+    const p = store.pttl(key);
+    if (p !== -2 && (p === -1 || p > pttl)) pttl = p;
+  }
+  let ticket = state.queue.get(waiter) ?? 0;
+  if (ticket === 0) {
+    ticket = Number(argv[6]);
+    if (ticket <= 0) ticket = ++state.seq;
+    state.queue.set(waiter, ticket);
+  }
+  const rank = rankOf(state, waiter);
+  if (mode === "take" && pttl === -2 && rank === 0) {
+    for (const key of lockKeys) store.set(key, token, Number(ttl));
+    state.queue.delete(waiter);
+    state.leases.delete(waiter);
+    if (state.last > 0) {
+      const interval = now - state.last;
+      if (state.cycle === 0) state.cycle = interval;
+      else if (interval <= 4 * state.cycle) state.cycle = Math.floor((3 * state.cycle + interval) / 4);
+    }
+    state.last = now;
+    return [1, 0, -2, 0, state.cycle, ticket];
+  }
+  state.leases.set(waiter, now + Number(lease));
+  let freeIn = 0;
+  if (pttl !== -2) {
+    freeIn = pttl;
+    if (state.cycle > 0 && state.last > 0) {
+      const predicted = Math.max(0, state.last + state.cycle - now);
+      if (pttl === -1 || predicted < pttl) freeIn = predicted;
+    }
+  }
+  return [0, rank, pttl, freeIn, state.cycle, ticket];
+}
+
+export function runGateRelease(store: GateStore, keys: string[], argv: string[]): RedisReply {
+  const n = Number(argv[1]);
+  let deleted = 0;
+  for (const key of keys.slice(0, n)) if (store.get(key) === argv[0]) deleted += store.del(key);
+  const state = stateOf(store, keys[n] as string);
+  const now = store.now();
+  let waiting = 0;
+  for (const lease of state.leases.values()) if (lease >= now) waiting++;
+  return [deleted, waiting];
+}
