@@ -22,6 +22,8 @@ export interface VoteSpec {
    * acquisition whose gate node was taken by an earlier poll counts from that poll's send.
    */
   readonly startedAt?: number | undefined;
+  /** Polls of the gate made while waiting before this attempt, for its report. */
+  readonly polls?: number | undefined;
 }
 
 /** A decided vote with its report. `deadline` is `t0 + ttl - drift` when a TTL was given. */
@@ -133,6 +135,7 @@ export class Engine {
       ok: decided.granted && (validity === undefined || validity > o.minValidityMs),
       nodes: decided.outcomes,
       requests: decided.requests,
+      ...(spec.polls ? { polls: spec.polls } : {}),
     };
     callHook(o.onAttempt, report);
     return {

@@ -181,15 +181,7 @@ class Acquisition {
         });
         if (result.lock) return result.lock;
         this.#checkAfterAttempt(result.report);
-        // The others hold another token: the gate lost track. Our placeholder there grows.
-        if (
-          refusalReason(
-            result.report.nodes.map((n) => n.outcome),
-            this.#o.quorum,
-          ) === "held"
-        ) {
-          this.#placeholderMs = Math.min(this.#placeholderMs * 2, this.#request.ttlMs);
-        }
+        this.#growPlaceholder(result.report);
         nextPollMs = this.#pollInterval(answer.cycleMs);
         continue;
       }
@@ -225,7 +217,20 @@ class Acquisition {
     if (result.lock) return result.lock;
     this.#checkAfterAttempt(result.report);
     if (answer) this.#noteProgress(answer.rank);
+    if (answer?.taken) this.#growPlaceholder(result.report);
     return undefined;
+  }
+
+  /**
+   * We took the gate but the others hold another token: the gate lost track (a restart, or a
+   * fresh client's keys). Each time, our placeholder there lasts twice as long, up to the TTL, so
+   * that a gate out of step costs fan-outs at a shrinking rate while the waiters poll one node.
+   */
+  #growPlaceholder(report: AttemptReport): void {
+    const outcomes = report.nodes.map((n) => n.outcome);
+    if (refusalReason(outcomes, this.#o.quorum) === "held") {
+      this.#placeholderMs = Math.min(this.#placeholderMs * 2, this.#request.ttlMs);
+    }
   }
 
   /** One attempt (a fan-out to every node), counted and checked against the limits. */
@@ -239,11 +244,11 @@ class Acquisition {
       this.#signal,
       this.#operations,
       gate,
+      this.#polls,
     );
-    const report = this.#polls > 0 ? { ...result.report, polls: this.#polls } : result.report;
     this.#polls = 0;
-    this.#reports.push(report);
-    return result.lock ? { lock: result.lock, report } : { ...result, report };
+    this.#reports.push(result.report);
+    return result;
   }
 
   /** One poll of the gate, as a one-node fan-out: the same deadline, abort and hooks as every request. */

@@ -57,6 +57,7 @@ export async function attemptAcquire(
   signal: AbortSignal | undefined,
   operations: LockOperations,
   gate?: GateRole,
+  polls?: number,
 ): Promise<AttemptResult> {
   const { resources, keys, ttlMs, options } = request;
   // A fresh token per attempt: cleanup of a failed attempt can then never delete the keys of a
@@ -66,6 +67,7 @@ export async function attemptAcquire(
     yes: "acquired",
     signal,
     startedAt: gate?.startedAt,
+    polls,
     task: (i, context) =>
       i === gate?.index ? gate.task(context) : acquireOnNode(engine.node(i), keys, token, ttlMs, context),
   });

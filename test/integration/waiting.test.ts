@@ -1,0 +1,119 @@
+/**
+ * Waiting for a held lock, against real nodes. Requests are counted per node by an injected
+ * `fetch`, independently of what the library reports.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { gateIndex } from "../../src/gate.js";
+import { Redlock } from "../../src/index.js";
+import { gateScript } from "../../src/scripts/gate.js";
+import { type NodeCluster, startNodes } from "../../tools/nodes/index.js";
+import { expectClaimHolds } from "./support/claims.js";
+import { uniqueKey } from "./support/nodes.js";
+
+let cluster: NodeCluster;
+const endpoints = () => cluster.nodes.map(({ url, token }) => ({ url, token }));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+beforeAll(async () => {
+  cluster = await startNodes({ count: 5 });
+}, 60_000);
+afterAll(async () => {
+  await cluster?.stop();
+});
+afterEach(() => {
+  for (let i = 0; i < 5; i++) cluster.setDelay(i, 0);
+});
+
+/** Nodes whose requests are counted, per node, as they are sent; `gatePolls` counts the gate script. */
+function countedNodes() {
+  const counts = [0, 0, 0, 0, 0];
+  const gatePolls = [0, 0, 0, 0, 0];
+  const nodes = endpoints().map((e, i) => ({
+    ...e,
+    fetch: ((input, init) => {
+      counts[i] = (counts[i] ?? 0) + 1;
+      const body = String(init?.body);
+      if (body.includes(gateScript.sha1) || body.includes(JSON.stringify(gateScript.source))) {
+        gatePolls[i] = (gatePolls[i] ?? 0) + 1;
+      }
+      return fetch(input, init);
+    }) as typeof fetch,
+  }));
+  return { nodes, counts, gatePolls };
+}
+
+describe("while the lock is held elsewhere", () => {
+  it("a waiter sends one request per poll, to the gate only", async () => {
+    const key = uniqueKey("one-per-poll");
+    const gate = gateIndex([key], 5);
+    const holder = new Redlock({ nodes: endpoints() });
+    const lock = await holder.acquire(key, 10_000);
+    const { nodes, counts } = countedNodes();
+    let polls = 0;
+    let attempts = 0;
+    const waiter = new Redlock({
+      nodes,
+      onAttempt: (report) => {
+        if (report.operation !== "acquire") return;
+        attempts++;
+        polls += report.polls ?? 0;
+      },
+    });
+    const waiting = waiter.acquire(key, 10_000);
+    await sleep(1500);
+    const duringWait = [...counts];
+    await lock.release();
+    const acquired = await waiting;
+    await expectClaimHolds(endpoints(), acquired);
+    // Before the release: the first fan-out (one request per node), then polls of the gate alone.
+    for (let i = 0; i < 5; i++) if (i !== gate) expect(duringWait[i], `node ${i}`).toBe(1);
+    expect(duringWait[gate]).toBeGreaterThan(2);
+    // Every request to the gate beyond the fan-outs was a poll, and each poll was one request.
+    const fanOutsToGate = attempts;
+    expect(counts[gate]).toBe(fanOutsToGate + polls);
+    await acquired.release();
+  });
+
+  it("a paused gate node costs at most one request deadline, then plain fan-outs take over", async () => {
+    const key = uniqueKey("paused-gate");
+    const gate = gateIndex([key], 5);
+    const holder = new Redlock({ nodes: endpoints() });
+    const lock = await holder.acquire(key, 3000);
+    cluster.pause(gate);
+    try {
+      const { nodes, gatePolls } = countedNodes();
+      const waiter = new Redlock({ nodes, requestTimeoutMs: 300 });
+      const waiting = waiter.acquire(key, 3000);
+      await sleep(700);
+      await lock.release();
+      const acquired = await waiting;
+      // One poll timed out; after that the waiter never waited on the gate again.
+      expect(gatePolls[gate]).toBe(1);
+      expect(acquired.acquireReport.nodes[gate]?.outcome).not.toBe("acquired");
+      await acquired.release();
+    } finally {
+      cluster.resume(gate);
+    }
+  });
+
+  it("a gate that forgot the lock (restarted) keeps the waiters polling one node", async () => {
+    const key = uniqueKey("forgetful-gate");
+    const gate = gateIndex([key], 5);
+    const holder = new Redlock({ nodes: endpoints() });
+    const lock = await holder.acquire(key, 4000);
+    await cluster.restart(gate);
+    const { nodes, counts } = countedNodes();
+    const waiter = new Redlock({ nodes });
+    const waiting = waiter.acquire(key, 4000);
+    await sleep(2000);
+    const others = counts.filter((_, i) => i !== gate);
+    // Without a placeholder every poll would take the empty gate and fan out to the others.
+    // With it, the others see a fan-out each time the placeholder runs out: a handful in 2 s.
+    for (const count of others) expect(count).toBeLessThanOrEqual(6);
+    expect(counts[gate]).toBeGreaterThan(Math.max(...others));
+    await lock.release();
+    const acquired = await waiting;
+    await expectClaimHolds(endpoints(), acquired);
+    await acquired.release();
+  });
+});
