@@ -90,28 +90,33 @@ export function fanOut(options: FanOutOptions): FanOut {
 
   const controller = new AbortController();
   const callerSignal = options.signal;
-  const onCallerAbort = () => controller.abort(callerSignal?.reason);
-  const timer = setTimeout(() => controller.abort(new DeadlineExceeded(timeoutMs)), timeoutMs);
+  // The outcome is whichever comes first: the task's answer or the abort. A task that ignores
+  // its signal must not hold up the vote; `finished` still tracks it.
+  const abort = (reason: unknown) => {
+    if (controller.signal.aborted) return;
+    controller.abort(reason);
+    for (let i = 0; i < count; i++) settle(i, undefined, reason);
+  };
+  const onCallerAbort = () => abort(callerSignal?.reason);
+  const timer = setTimeout(() => abort(new DeadlineExceeded(timeoutMs)), timeoutMs);
 
   const snapshot = (): NodeOutcome[] =>
     nodeIds.map((node, i) => final[i] ?? { node, outcome: "pending", requests: requestCounts[i] ?? 0 });
 
   const settle = (index: number, kind: NodeOutcomeKind | undefined, error: unknown, status?: number): void => {
     if (final[index] !== undefined) return;
-    const base = {
-      node: nodeIds[index] as string,
-      latencyMs: clock.now() - startedAt,
-      requests: requestCounts[index] ?? 0,
-    };
-    const outcome: NodeOutcome =
-      kind !== undefined
-        ? { ...base, outcome: kind }
-        : {
-            ...base,
-            outcome: failureKind(controller.signal),
-            error: toError(error),
-            ...(status === undefined ? {} : { status }),
-          };
+    const node = nodeIds[index] as string;
+    const latencyMs = clock.now() - startedAt;
+    const requests = requestCounts[index] ?? 0;
+    let outcome: NodeOutcome;
+    if (kind !== undefined) outcome = { node, outcome: kind, latencyMs, requests };
+    else {
+      const failure = failureKind(controller.signal);
+      outcome =
+        status === undefined
+          ? { node, outcome: failure, latencyMs, requests, error: toError(error) }
+          : { node, outcome: failure, latencyMs, requests, error: toError(error), status };
+    }
     final[index] = outcome;
     if (outcome.outcome === options.yes) yes++;
     else no++;
@@ -135,20 +140,10 @@ export function fanOut(options: FanOutOptions): FanOut {
     }
   };
 
-  // The outcome is whichever comes first: the task's answer or the abort. A task that ignores
-  // its signal must not hold up the vote; `finished` still tracks it.
-  controller.signal.addEventListener(
-    "abort",
-    () => {
-      const reason = controller.signal.reason;
-      for (let i = 0; i < count; i++) settle(i, undefined, reason);
-    },
-    { once: true },
-  );
+  const startedAt = clock.now();
   if (callerSignal?.aborted) onCallerAbort();
   else callerSignal?.addEventListener("abort", onCallerAbort, { once: true });
 
-  const startedAt = clock.now();
   const finished: Promise<void>[] = new Array(count);
   const finishedFlags: boolean[] = new Array(count).fill(false);
   for (let index = 0; index < count; index++) {

@@ -74,8 +74,8 @@ class Acquisition {
   readonly #gate: number;
   readonly #hotKey: string;
   readonly #deadline: number;
-  /** This call's identity in the gate's queue. */
-  readonly #waiter = randomToken();
+  /** This call's identity in the gate's queue, made when it first waits. */
+  #waiterId: string | undefined;
   #ticket = 0;
   #attempts = 0;
   #polls = 0;
@@ -105,7 +105,7 @@ class Acquisition {
     this.#hotKey = request.keys.join("\n");
     const now = this.#o.clock.now();
     this.#deadline = this.#o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : now + this.#o.acquireTimeoutMs;
-    this.#patienceUntil = now + this.#patience();
+    this.#patienceUntil = Number.POSITIVE_INFINITY;
     this.#placeholderMs = Math.max(50, this.#o.requestTimeoutMs);
   }
 
@@ -148,7 +148,13 @@ class Acquisition {
   }
 
   /** Poll the gate until it is our turn, then take the lock. */
+  get #waiter(): string {
+    this.#waiterId ??= randomToken();
+    return this.#waiterId;
+  }
+
   async #waitInLine(): Promise<Lock> {
+    if (this.#patienceUntil === Number.POSITIVE_INFINITY) this.#patienceUntil = this.#o.clock.now() + this.#patience();
     this.#engine.hot.mark(this.#hotKey, this.#o.clock.now(), this.#hotWindow(0));
     let nextPollMs = 0;
     for (;;) {

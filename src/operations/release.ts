@@ -33,7 +33,9 @@ export async function releaseKeys(
       return outcome;
     },
   });
-  engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
+  // Nodes still answering when the outcome was clear finish in the background.
+  if (report.nodes.some((n) => n.outcome === "pending"))
+    engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
   return { released: report.votes, nodes: report.nodes, report };
 }
 
