@@ -24,6 +24,8 @@ export interface VoteSpec {
   readonly startedAt?: number | undefined;
   /** Polls of the gate made while waiting before this attempt, for its report. */
   readonly polls?: number | undefined;
+  /** The fan-out's deadline, when not the request deadline. */
+  readonly timeoutMs?: number | undefined;
 }
 
 /** A decided vote with its report. `deadline` is `t0 + ttl - drift` when a TTL was given. */
@@ -120,7 +122,7 @@ export class Engine {
     ttlMs: number | undefined,
     spec: VoteSpec,
   ): Promise<Vote> {
-    const fan = this.fan(o, operation, resources, spec);
+    const fan = this.fan(o, operation, resources, spec, spec.timeoutMs);
     const decided = await fan.decided;
     const startedAt = Math.min(spec.startedAt ?? fan.startedAt, fan.startedAt);
     const validity = ttlMs === undefined ? undefined : validityMs(ttlMs, startedAt, decided.decidedAt, o.driftFactor);

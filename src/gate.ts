@@ -18,10 +18,15 @@ export interface GateAnswer {
   readonly rank: number;
   /** Longest PTTL of the lock keys on the gate: -2 when free, -1 for a key without TTL. */
   readonly pttlMs: number;
-  /** Predicted milliseconds until the lock frees up, from the gate's record of past takes (at most `pttlMs`). */
+  /** Predicted milliseconds until the lock frees up, from the gate's record of past holds (at most `pttlMs`). */
   readonly freeInMs: number;
-  /** Average interval between takes, in ms (0 while unknown). */
-  readonly cycleMs: number;
+  /**
+   * After a take: how long ago the previous holder released through the gate, or -1 when the keys
+   * were free without a recorded release (expired, or a gate that restarted empty).
+   */
+  readonly releasedAgoMs: number;
+  /** Average hold from take to release, in ms (0 while unknown). */
+  readonly holdMs: number;
   /** This waiter's ticket (its place is kept when a take fails elsewhere). */
   readonly ticket: number;
 }
@@ -79,14 +84,15 @@ export async function pollGate(
     context,
   );
   if (Array.isArray(reply) && reply.length === 6 && reply.every((v) => typeof v === "number" && Number.isInteger(v))) {
-    const [taken, rank, pttlMs, freeInMs, cycleMs, ticket] = reply as number[];
+    const [taken, rank, pttlMs, freeInMs, holdMs, ticket] = reply as number[];
     if ((taken === 0 || taken === 1) && (rank as number) >= -1) {
       return {
         taken: taken === 1,
         rank: rank as number,
         pttlMs: pttlMs as number,
-        freeInMs: Math.max(0, freeInMs as number),
-        cycleMs: Math.max(0, cycleMs as number),
+        freeInMs: taken === 1 ? 0 : Math.max(0, freeInMs as number),
+        releasedAgoMs: taken === 1 ? (freeInMs as number) : -1,
+        holdMs: Math.max(0, holdMs as number),
         ticket: ticket as number,
       };
     }
@@ -107,8 +113,7 @@ export async function releaseOnGate(
   token: string,
   context: TaskContext,
 ): Promise<{ outcome: NodeOutcomeKind; waiting: number }> {
-  const [queue, leases] = gateKeys(keys);
-  const reply = await runScript(node, gateReleaseScript, [...keys, queue, leases], [token, keys.length], context);
+  const reply = await runScript(node, gateReleaseScript, [...keys, ...gateKeys(keys)], [token, keys.length], context);
   if (Array.isArray(reply) && reply.length === 2) {
     const [deleted, waiting] = reply;
     if (

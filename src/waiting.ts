@@ -35,7 +35,7 @@ import {
 } from "./operations/acquire.js";
 import { summary } from "./operations/summary.js";
 import { MAX_DELAY_MS, type ResolvedOptions } from "./options.js";
-import { refusalReason } from "./quorum.js";
+import { driftMs, refusalReason } from "./quorum.js";
 import type { AttemptReport, NodeOutcomeKind } from "./report.js";
 import { sleep } from "./signals.js";
 import { randomToken } from "./token.js";
@@ -87,6 +87,10 @@ class Acquisition {
   #patienceUntil: number;
   #lastRank = Number.POSITIVE_INFINITY;
   #unpredictedPolls = 0;
+  /** Whether the gate's line holds an entry of ours (to leave when we are done another way). */
+  #inLine = false;
+  /** The gate's last word on the average interval between takes. */
+  #holdMs = 0;
 
   constructor(
     engine: Engine,
@@ -174,7 +178,8 @@ class Acquisition {
         this.#checkAfterAttempt(result.report);
         return this.#backOff(result.report);
       }
-      this.#engine.hot.mark(this.#hotKey, this.#o.clock.now(), this.#hotWindow(answer.cycleMs));
+      this.#engine.hot.mark(this.#hotKey, this.#o.clock.now(), this.#hotWindow(answer.holdMs));
+      this.#holdMs = answer.holdMs;
       if (answer.taken) {
         // The poll set the keys on the gate: the other nodes follow, and validity counts from
         // the poll's send.
@@ -184,17 +189,21 @@ class Acquisition {
           startedAt: sentAt,
           placeholderMs: this.#placeholderMs,
           task: async () => "acquired",
+          // Ask the others again only when the previous holder just released through the gate:
+          // its release is on its way to them. A gate free with no release is out of step.
+          gateTaken: () => answer.releasedAgoMs >= 0,
+          ...this.#retryHeld(answer.holdMs),
         });
         if (result.lock) return result.lock;
         this.#checkAfterAttempt(result.report);
         this.#growPlaceholder(result.report);
-        nextPollMs = this.#pollInterval(answer.cycleMs);
+        nextPollMs = this.#pollInterval(answer.holdMs);
         continue;
       }
       this.#noteProgress(answer.rank);
-      const interval = this.#pollInterval(answer.cycleMs);
-      const predicted = answer.cycleMs > 0 && answer.pttlMs !== -2;
-      if (answer.rank === 0 && predicted && answer.freeInMs > 2 * interval && answer.freeInMs <= MAX_SLEEP_MS) {
+      const interval = this.#pollInterval(answer.holdMs);
+      const predicted = answer.holdMs > 0 && answer.pttlMs !== -2;
+      if (answer.rank === 0 && predicted && answer.freeInMs > 0 && answer.freeInMs <= MAX_SLEEP_MS) {
         // First in line, and the gate expects the lock to free up: be there when it does, with a
         // fan-out to every node that takes the gate node in the same round trip.
         await this.#pause(Math.max(0, answer.freeInMs - this.#rtt / 2));
@@ -215,6 +224,8 @@ class Acquisition {
       index: this.#gate,
       token,
       placeholderMs: this.#placeholderMs,
+      gateTaken: () => answer?.taken === true && answer.releasedAgoMs >= 0,
+      ...this.#retryHeld(this.#holdMs),
       task: async (context: TaskContext): Promise<NodeOutcomeKind> => {
         answer = await this.#pollOn(context, "take", token, this.#leaseFor(this.#pollInterval(0)));
         return answer.taken ? "acquired" : "held";
@@ -254,6 +265,9 @@ class Acquisition {
     );
     this.#polls = 0;
     this.#reports.push(result.report);
+    // Granted without the gate's take (a quorum of the others): step out of line at once, or
+    // those behind us would wait for our lease to run out.
+    if (result.lock && this.#inLine) this.#leave();
     return result;
   }
 
@@ -294,14 +308,16 @@ class Acquisition {
     const rtt = this.#o.clock.now() - started;
     this.#rtt = this.#rtt === 0 ? rtt : (3 * this.#rtt + rtt) / 4;
     if (answer.ticket > 0 && !answer.taken) this.#ticket = answer.ticket;
+    // A take removes us from the line; any other answer means we stand in it.
+    this.#inLine = !answer.taken;
     return answer;
   }
 
   /** How long to sleep before the next poll, from our place in line. */
   #sleepFor(answer: GateAnswer): number {
-    const interval = this.#pollInterval(answer.cycleMs);
+    const interval = this.#pollInterval(answer.holdMs);
     if (answer.rank <= 0) {
-      if (answer.cycleMs > 0 || answer.freeInMs <= interval) {
+      if (answer.holdMs > 0 || answer.freeInMs <= interval) {
         this.#unpredictedPolls = 0;
         return interval;
       }
@@ -311,15 +327,30 @@ class Acquisition {
       this.#unpredictedPolls = Math.min(this.#unpredictedPolls + 1, 16);
       return wait;
     }
-    const cycle = answer.cycleMs > 0 ? answer.cycleMs : Math.max(4 * this.#rtt, 50);
-    // Wake up about when we should be first in line, to learn the exact moment from the gate.
-    const turn = answer.freeInMs + (answer.rank - 1) * cycle - this.#rtt;
+    // A turn lasts a hold plus the handoff (about two round trips). Wake up about when we should
+    // be first in line, to learn the exact moment from the gate; erring early costs a poll.
+    const turnMs = answer.holdMs > 0 ? answer.holdMs + 2 * this.#rtt : Math.max(4 * this.#rtt, 50);
+    const turn = answer.freeInMs + (answer.rank - 1) * turnMs - this.#rtt;
     return Math.min(Math.max(turn, interval), MAX_SLEEP_MS);
   }
 
+  /**
+   * How long the other nodes are asked again after "held" while the gate is ours: the previous
+   * holder's release is on its way to them. A few poll intervals, and never so long that the
+   * validity left could fall under `minValidityMs`.
+   */
+  #retryHeld(holdMs: number): { retryHeldMs: number; retryHeldEveryMs: number } {
+    const every = Math.max(MIN_POLL_MS, Math.min(this.#rtt / 2, this.#pollInterval(holdMs)));
+    const o = this.#o;
+    const budget =
+      this.#request.ttlMs - driftMs(this.#request.ttlMs, o.driftFactor) - o.minValidityMs - 2 * o.requestTimeoutMs;
+    // A release reaches the nodes within about a round trip of each other.
+    return { retryHeldMs: Math.max(0, Math.min(budget, 2 * this.#rtt + every, 100)), retryHeldEveryMs: every };
+  }
+
   /** Pause between two polls of the first in line: a fraction of the hold cycle. */
-  #pollInterval(cycleMs: number): number {
-    const base = cycleMs > 0 ? cycleMs / 8 : this.#rtt;
+  #pollInterval(holdMs: number): number {
+    const base = holdMs > 0 ? holdMs / 8 : this.#rtt;
     return Math.min(Math.max(base, MIN_POLL_MS), MAX_POLL_MS);
   }
 
@@ -328,8 +359,8 @@ class Acquisition {
     return nextPollMs + Math.max(2 * this.#o.requestTimeoutMs, 1000);
   }
 
-  #hotWindow(cycleMs: number): number {
-    return Math.max(1000, 4 * cycleMs);
+  #hotWindow(holdMs: number): number {
+    return Math.max(1000, 4 * holdMs);
   }
 
   /**
@@ -413,7 +444,8 @@ class Acquisition {
 
   /** Leave the gate's queue when giving up, so those behind us need not wait for our lease to run out. */
   #leave(): void {
-    if (this.#ticket === 0 || this.#gateDown) return;
+    if (!this.#inLine || this.#gateDown) return;
+    this.#inLine = false;
     const node = this.#engine.node(this.#gate);
     const work = this.#engine
       .fan(

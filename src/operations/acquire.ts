@@ -12,6 +12,7 @@ import { acquireOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
 import { refusalReason } from "../quorum.js";
 import type { AttemptReport, NodeOutcomeKind } from "../report.js";
+import { sleep } from "../signals.js";
 import { randomToken } from "../token.js";
 import { cleanUpAcquisition } from "./cleanup.js";
 import { summary } from "./summary.js";
@@ -47,6 +48,16 @@ export interface GateRole {
    * long instead of releasing it (see `cleanUpAcquisition`).
    */
   readonly placeholderMs: number;
+  /**
+   * Whether the gate is ours (it answered yes). While it is, a node that answers "held" is asked
+   * again every `retryHeldEveryMs`, for up to `retryHeldMs`: the previous holder's release reaches
+   * the nodes one by one, and the gate saw it first. Each new `SET NX` follows a definite "held"
+   * (nothing was written), so this is not a transport retry; validity still counts from the
+   * attempt's first send.
+   */
+  readonly gateTaken: () => boolean;
+  readonly retryHeldMs: number;
+  readonly retryHeldEveryMs: number;
 }
 
 /** Make one attempt on every node. Never throws for node failures: the report says what happened. */
@@ -68,8 +79,12 @@ export async function attemptAcquire(
     signal,
     startedAt: gate?.startedAt,
     polls,
-    task: (i, context) =>
-      i === gate?.index ? gate.task(context) : acquireOnNode(engine.node(i), keys, token, ttlMs, context),
+    timeoutMs: gate ? options.requestTimeoutMs + gate.retryHeldMs : undefined,
+    task: (i, context) => {
+      if (gate === undefined) return acquireOnNode(engine.node(i), keys, token, ttlMs, context);
+      if (i === gate.index) return gate.task(context);
+      return acquireBehindGate(engine, request, i, token, gate, context);
+    },
   });
   const { report, fan } = vote;
   if (report.ok) {
@@ -102,6 +117,24 @@ export async function attemptAcquire(
     gateOutOfStep ? { index: gate.index, holdMs: gate.placeholderMs } : undefined,
   );
   return { report, token };
+}
+
+/** `SET NX` on a node, asked again while it says "held" and the gate is ours (see {@link GateRole}). */
+async function acquireBehindGate(
+  engine: Engine,
+  request: AcquireRequest,
+  index: number,
+  token: string,
+  gate: GateRole,
+  context: TaskContext,
+): Promise<NodeOutcomeKind> {
+  const { keys, ttlMs, options } = request;
+  const until = options.clock.now() + gate.retryHeldMs;
+  for (;;) {
+    const outcome = await acquireOnNode(engine.node(index), keys, token, ttlMs, context);
+    if (outcome !== "held" || !gate.gateTaken() || options.clock.now() + gate.retryHeldEveryMs > until) return outcome;
+    await sleep(gate.retryHeldEveryMs, context.signal);
+  }
 }
 
 export function abortedError(resources: readonly string[], reports: AttemptReport[], reason: unknown): AbortedError {

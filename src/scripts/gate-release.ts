@@ -7,8 +7,10 @@
 import type { Script } from "./script.js";
 
 /**
- * KEYS: the lock keys (1..n), then the gate's queue and leases keys. ARGV[1]: token. ARGV[2]: n.
- * Returns `{deleted, waiting}`: how many keys were deleted, and how many waiters hold a lease.
+ * KEYS: the lock keys (1..n), then the gate's queue, leases and stats keys. ARGV[1]: token.
+ * ARGV[2]: n. Returns `{deleted, waiting}`: how many keys were deleted, and how many waiters hold
+ * a lease. A release that deleted our keys after a take through the gate records how long the
+ * hold lasted (an average), from which the gate predicts the next release.
  */
 export const gateReleaseScript: Script = Object.freeze({
   name: "gate-release",
@@ -21,6 +23,18 @@ for i = 1, n do
 end
 local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local stats = KEYS[n + 3]
+local last = tonumber(redis.call("HGET", stats, "last") or "0")
+if deleted > 0 and last > 0 and redis.call("HGET", stats, "holder") == ARGV[1] then
+  local held = now - last
+  local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
+  if hold == 0 then
+    hold = held
+  else
+    hold = math.floor((3 * hold + held) / 4)
+  end
+  redis.call("HSET", stats, "hold", hold, "released", now)
+end
 return {deleted, redis.call("ZCOUNT", KEYS[n + 2], now, "+inf")}`,
-  sha1: "bfb097d3bd7ce2a6c3afe988a5677ffa5fe72934",
+  sha1: "72249b5ebb32edc27d64d1679e4652488c445461",
 });

@@ -6,9 +6,11 @@
  *
  * State on the gate node, besides the lock keys: a queue (sorted set: ticket → waiter), the
  * waiters' leases (sorted set: lease expiry → waiter; a waiter that stops polling drops out when
- * its lease runs out), and a small hash: the ticket counter, the server time of the last take and
- * an average of the interval between takes (the hold cycle), from which waiters predict when the
- * lock frees up.
+ * its lease runs out), and a small hash: the ticket counter, the server time and token of the last
+ * take, the time of the last release, and an average of how long a hold lasts from take to
+ * release (recorded by `gate-release.ts`), from which waiters predict when the lock frees up.
+ * The first in line has the lock to itself once it is free; if it has not come for it after half
+ * a hold (20 ms at least), whoever polls first takes it, so a waiter that oversleeps stalls no one.
  * @module
  */
 import type { Script } from "./script.js";
@@ -21,10 +23,12 @@ import type { Script } from "./script.js";
  * ARGV[6]: n, the number of lock keys. ARGV[7]: the waiter's earlier ticket, or 0 for none (a
  * waiter whose take failed elsewhere keeps its place).
  *
- * Returns `{taken, rank, pttl, freeIn, cycle, ticket}`: `taken` 1 when the keys were set; `rank`
+ * Returns `{taken, rank, pttl, freeIn, hold, ticket}`: `taken` 1 when the keys were set; `rank`
  * the waiter's place in line (0 first); `pttl` the longest PTTL of the lock keys (-2 when free);
- * `freeIn` the predicted milliseconds until the lock frees up (bounded by `pttl`); `cycle` the
- * average interval between takes in ms (0 while unknown); `ticket` the waiter's ticket.
+ * `freeIn` the predicted milliseconds until the lock frees up (bounded by `pttl`; `pttl` itself
+ * when no hold was recorded yet; after a take, instead, how long ago the previous holder released
+ * through the gate, -1 when the keys were free without a recorded release); `hold` the average
+ * hold in ms (0 while unknown); `ticket` the waiter's ticket.
  */
 export const gateScript: Script = Object.freeze({
   name: "gate",
@@ -51,7 +55,8 @@ for i = 1, n do
   end
 end
 local last = tonumber(redis.call("HGET", stats, "last") or "0")
-local cycle = tonumber(redis.call("HGET", stats, "cycle") or "0")
+local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
+local released = tonumber(redis.call("HGET", stats, "released") or "0")
 local ticket = tonumber(redis.call("ZSCORE", queue, waiter) or "0")
 if ticket == 0 then
   ticket = tonumber(ARGV[7])
@@ -62,23 +67,20 @@ if ticket == 0 then
   redis.call("ZADD", queue, ticket, waiter)
 end
 local rank = redis.call("ZRANK", queue, waiter)
-if mode == "take" and pttl == -2 and rank == 0 then
+local late = released > 0 and now - released > math.max(20, math.floor(hold / 2))
+if mode == "take" and pttl == -2 and (rank == 0 or late) then
   for i = 1, n do
     redis.call("SET", KEYS[i], ARGV[3], "PX", ARGV[4])
   end
   redis.call("ZREM", queue, waiter)
   redis.call("ZREM", leases, waiter)
-  if last > 0 then
-    local interval = now - last
-    if cycle == 0 then
-      cycle = interval
-    elseif interval <= 4 * cycle then
-      cycle = math.floor((3 * cycle + interval) / 4)
-    end
+  local ago = -1
+  if released > 0 then
+    ago = now - released
   end
-  redis.call("HSET", stats, "last", now, "cycle", cycle)
+  redis.call("HSET", stats, "last", now, "holder", ARGV[3], "released", 0)
   redis.call("PEXPIRE", stats, 600000)
-  return {1, 0, -2, 0, cycle, ticket}
+  return {1, 0, -2, ago, hold, ticket}
 end
 redis.call("ZADD", leases, now + tonumber(ARGV[5]), waiter)
 local keep = tonumber(ARGV[5]) + 1000
@@ -90,8 +92,8 @@ end
 local freeIn = 0
 if pttl ~= -2 then
   freeIn = pttl
-  if cycle > 0 and last > 0 then
-    local predicted = last + cycle - now
+  if hold > 0 and last > 0 then
+    local predicted = last + hold - now
     if predicted < 0 then
       predicted = 0
     end
@@ -100,6 +102,6 @@ if pttl ~= -2 then
     end
   end
 end
-return {0, rank, pttl, freeIn, cycle, ticket}`,
-  sha1: "5b3c4ed1e9fcd1dd4e3ab4c8fa022634ebf17676",
+return {0, rank, pttl, freeIn, hold, ticket}`,
+  sha1: "3451b4ca570d86ac3b152591bc0c2117e7e8e162",
 });

@@ -92,7 +92,9 @@ describe("pre-occupied nodes", () => {
     const error = await redlock.acquire(key, 10_000).catch((e) => e);
     expect(error).toBeInstanceOf(LockHeldError);
     expect(error.code).toBe("LOCK_HELD");
-    expect(error.attempts).toHaveLength(3);
+    // While the lock is held, waiting polls the gate instead of fanning out: at most 3 fan-outs.
+    expect(error.attempts.length).toBeGreaterThanOrEqual(1);
+    expect(error.attempts.length).toBeLessThanOrEqual(3);
     expect([...error.heldOn].sort()).toEqual(
       redlock.nodes
         .slice(0, 3)

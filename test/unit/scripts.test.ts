@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { acquireAllScript } from "../../src/scripts/acquire-all.js";
 import { extendScript } from "../../src/scripts/extend.js";
+import { gateScript } from "../../src/scripts/gate.js";
+import { gateReleaseScript } from "../../src/scripts/gate-release.js";
 import { inspectScript } from "../../src/scripts/inspect.js";
 import { releaseScript } from "../../src/scripts/release.js";
 import { verifyScript } from "../../src/scripts/verify.js";
@@ -11,7 +13,15 @@ async function sha1(text: string): Promise<string> {
 }
 
 describe("Lua scripts", () => {
-  for (const script of [acquireAllScript, extendScript, releaseScript, inspectScript, verifyScript]) {
+  for (const script of [
+    acquireAllScript,
+    extendScript,
+    releaseScript,
+    inspectScript,
+    verifyScript,
+    gateScript,
+    gateReleaseScript,
+  ]) {
     it(`${script.name}: the committed SHA-1 matches the source`, async () => {
       expect(script.sha1).toMatch(/^[0-9a-f]{40}$/);
       expect(await sha1(script.source)).toBe(script.sha1);

@@ -19,7 +19,9 @@ interface GateState {
   leases: Map<string, number>;
   seq: number;
   last: number;
-  cycle: number;
+  hold: number;
+  released: number;
+  holder: string | undefined;
 }
 
 const states = new WeakMap<GateStore, Map<string, GateState>>();
@@ -32,7 +34,7 @@ function stateOf(store: GateStore, queueKey: string): GateState {
   }
   let state = byKey.get(queueKey);
   if (!state) {
-    state = { queue: new Map(), leases: new Map(), seq: 0, last: 0, cycle: 0 };
+    state = { queue: new Map(), leases: new Map(), seq: 0, last: 0, hold: 0, released: 0, holder: undefined };
     byKey.set(queueKey, state);
   }
   return state;
@@ -84,28 +86,27 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.queue.set(waiter, ticket);
   }
   const rank = rankOf(state, waiter);
-  if (mode === "take" && pttl === -2 && rank === 0) {
+  const late = state.released > 0 && now - state.released > Math.max(20, Math.floor(state.hold / 2));
+  if (mode === "take" && pttl === -2 && (rank === 0 || late)) {
     for (const key of lockKeys) store.set(key, token, Number(ttl));
     state.queue.delete(waiter);
     state.leases.delete(waiter);
-    if (state.last > 0) {
-      const interval = now - state.last;
-      if (state.cycle === 0) state.cycle = interval;
-      else if (interval <= 4 * state.cycle) state.cycle = Math.floor((3 * state.cycle + interval) / 4);
-    }
+    const ago = state.released > 0 ? now - state.released : -1;
     state.last = now;
-    return [1, 0, -2, 0, state.cycle, ticket];
+    state.holder = token;
+    state.released = 0;
+    return [1, 0, -2, ago, state.hold, ticket];
   }
   state.leases.set(waiter, now + Number(lease));
   let freeIn = 0;
   if (pttl !== -2) {
     freeIn = pttl;
-    if (state.cycle > 0 && state.last > 0) {
-      const predicted = Math.max(0, state.last + state.cycle - now);
+    if (state.hold > 0 && state.last > 0) {
+      const predicted = Math.max(0, state.last + state.hold - now);
       if (pttl === -1 || predicted < pttl) freeIn = predicted;
     }
   }
-  return [0, rank, pttl, freeIn, state.cycle, ticket];
+  return [0, rank, pttl, freeIn, state.hold, ticket];
 }
 
 export function runGateRelease(store: GateStore, keys: string[], argv: string[]): RedisReply {
@@ -114,6 +115,11 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
   for (const key of keys.slice(0, n)) if (store.get(key) === argv[0]) deleted += store.del(key);
   const state = stateOf(store, keys[n] as string);
   const now = store.now();
+  if (deleted > 0 && state.last > 0 && state.holder === argv[0]) {
+    const held = now - state.last;
+    state.hold = state.hold === 0 ? held : Math.floor((3 * state.hold + held) / 4);
+    state.released = now;
+  }
   let waiting = 0;
   for (const lease of state.leases.values()) if (lease >= now) waiting++;
   return [deleted, waiting];

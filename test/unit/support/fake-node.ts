@@ -15,8 +15,8 @@ import type { RedisArgument, RedisNode, RedisReply } from "../../../src/transpor
 import { type GateStore, runGate, runGateRelease } from "./fake-gate.js";
 
 export type Behaviour =
-  /** Answers after `latencyMs`. */
-  | { kind: "ok"; latencyMs?: number }
+  /** Answers after `latencyMs`, plus a random extra delay up to `jitterMs` per request. */
+  | { kind: "ok"; latencyMs?: number; jitterMs?: number }
   /** Rejects with a NodeError after `latencyMs`. */
   | { kind: "error"; latencyMs?: number }
   /** Never answers; only the abort ends it. */
@@ -78,7 +78,8 @@ export class FakeNode implements RedisNode {
         signal.addEventListener("abort", () => reject(signal.reason), { once: true });
         return;
       }
-      const latency = "latencyMs" in behaviour ? (behaviour.latencyMs ?? 0) : 0;
+      const jitter = behaviour.kind === "ok" && behaviour.jitterMs ? Math.random() * behaviour.jitterMs : 0;
+      const latency = ("latencyMs" in behaviour ? (behaviour.latencyMs ?? 0) : 0) + jitter;
       const timer = setTimeout(answer, latency);
       if (behaviour.kind !== "late") {
         signal.addEventListener(
