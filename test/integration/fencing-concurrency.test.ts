@@ -70,7 +70,7 @@ describe("fenced grants on real nodes", () => {
     let attempts = 0;
     let requests = 0;
     const started = performance.now();
-    const deadline = started + 300_000;
+    const deadline = started + 400_000;
     await Promise.all(
       Array.from({ length: CLIENTS }, async () => {
         // Full-jitter exponential backoff while others hold the lock, so 20 clients do not keep
@@ -88,7 +88,10 @@ describe("fenced grants on real nodes", () => {
             granted++;
             failures = 0;
           }
-          await releaseEverywhere(nodes, [`${keyPrefix}r`], token);
+          // A node that answered BUSY (or was not healthy) wrote nothing: no release needed there.
+          const wroteNothing = ["held", "no-marker", "quarantined", "needs-repair"];
+          const mayHold = nodes.filter((_, i) => !wroteNothing.includes(result.phases[0]?.nodes[i]?.outcome ?? ""));
+          await releaseEverywhere(mayHold, [`${keyPrefix}r`], token);
           if (!valid) {
             await result.maintenance;
             failures++;
@@ -106,7 +109,7 @@ describe("fenced grants on real nodes", () => {
     expect(new Set(grants.map((g) => g.fence)).size).toBe(grants.length);
     expect(grants.map((g) => g.order).sort((a, b) => a - b)).toEqual(grants.map((_, i) => i + 1));
     expect(fenceOrderViolations(grants)).toEqual([]);
-  }, 360_000);
+  }, 450_000);
 
   it("costs 2 round trips and at most 2N requests uncontended (prints latency against a plain grant)", async () => {
     const keyPrefix = `${uniqueKey("fence-cost")}:`;
