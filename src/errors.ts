@@ -18,7 +18,9 @@ export type RedlockErrorCode =
   | "EXTEND_FAILED"
   | "EXTENSION_LIMIT"
   | "LOCK_LOST"
-  | "NODE_ERROR";
+  | "NODE_ERROR"
+  | "FENCING_UNINITIALIZED"
+  | "FENCING_INIT_REFUSED";
 
 /** Base class of every error this library throws. */
 export class RedlockError extends Error {
@@ -155,4 +157,23 @@ export class NodeError extends RedlockError {
 /** True when `error` is one of this library's errors, optionally with the given code. */
 export function isRedlockError(error: unknown, code?: RedlockErrorCode): error is RedlockError {
   return error instanceof RedlockError && (code === undefined || error.code === code);
+}
+
+/**
+ * Fencing cannot proceed for a reason retrying will not fix by itself.
+ * - `FENCING_UNINITIALIZED`: no node carries an incarnation marker. A brand-new deployment must be
+ *   initialised once, explicitly (`initializeFencing`); the library never does it by itself,
+ *   because a node that lost its data looks exactly like a fresh one.
+ * - `FENCING_INIT_REFUSED`: initialisation was refused: a node already carries a marker (the
+ *   deployment was initialised before, so empty nodes are lost nodes and are quarantined and
+ *   repaired instead), or a node could not be asked.
+ */
+export class FencingError extends RedlockError {
+  constructor(
+    code: "FENCING_UNINITIALIZED" | "FENCING_INIT_REFUSED",
+    message: string,
+    options: { cause?: unknown; attempts?: readonly AttemptReport[] } = {},
+  ) {
+    super(code, message, options);
+  }
 }

@@ -60,6 +60,8 @@ export interface FanOut {
   readonly finished: readonly Promise<void>[];
   /** Whether node `index`'s task has finished (its request can no longer land later). */
   isFinished(index: number): boolean;
+  /** Resolves with node `index`'s final outcome, as soon as it is known. Never rejects. */
+  outcomeOf(index: number): Promise<NodeOutcome>;
 }
 
 /** The reason a fan-out's signal aborts at its deadline; its outcome kind is `timeout`. */
@@ -76,6 +78,8 @@ export function fanOut(options: FanOutOptions): FanOut {
   const count = nodeIds.length;
   const final: (NodeOutcome | undefined)[] = new Array(count).fill(undefined);
   const requestCounts: number[] = new Array(count).fill(0);
+  /** Resolvers of `outcomeOf(i)` calls made before node i settled (rare: created on demand). */
+  const outcomeWaiters: (((outcome: NodeOutcome) => void)[] | undefined)[] = new Array(count);
   let yes = 0;
   let no = 0;
   let isDecided = false;
@@ -118,6 +122,8 @@ export function fanOut(options: FanOutOptions): FanOut {
           : { node, outcome: failure, latencyMs, requests, error: toError(error), status };
     }
     final[index] = outcome;
+    const waiting = outcomeWaiters[index];
+    if (waiting !== undefined) for (const resolve of waiting) resolve(outcome);
     if (outcome.outcome === options.yes) yes++;
     else no++;
     options.onNodeSettled?.(outcome, index);
@@ -171,7 +177,16 @@ export function fanOut(options: FanOutOptions): FanOut {
       },
     );
   }
-  return { startedAt, decided, outcomes, finished, isFinished: (index) => finishedFlags[index] === true };
+  const outcomeOf = (index: number): Promise<NodeOutcome> => {
+    const known = final[index];
+    if (known !== undefined) return Promise.resolve(known);
+    return new Promise((resolve) => {
+      const waiting = outcomeWaiters[index] ?? [];
+      waiting.push(resolve);
+      outcomeWaiters[index] = waiting;
+    });
+  };
+  return { startedAt, decided, outcomes, finished, isFinished: (index) => finishedFlags[index] === true, outcomeOf };
 }
 
 /** How a node that did not answer is classified: the fan-out's abort reason decides. */

@@ -12,6 +12,17 @@
  * - `timeout`: no answer within the per-request deadline.
  * - `aborted`: the caller's AbortSignal fired first.
  * - `pending`: still in flight when the operation settled early (a quorum was already decided).
+ *
+ * Fenced operations (see `src/fencing/`) add:
+ * - `fenced`: the node raised the fence counters to the proposed token (phase 2 acknowledged).
+ * - `outbid`: the node's fence counter was already at or above the proposed token (phase 2).
+ * - `no-marker`: the node has no incarnation marker: a fresh node or one that lost its data.
+ *   It grants nothing until it is initialised or quarantined and repaired.
+ * - `quarantined`: the node lost its data and sits out its quarantine (at least the longest TTL).
+ * - `needs-repair`: the node's quarantine is over but its fence counter for this lock's resources
+ *   has not been restored from a quorum yet.
+ * - `repaired`: a repair raised the node's fence counters and readmitted it for those resources.
+ * - `initialized`: a one-time fencing initialisation marked the node.
  */
 export type NodeOutcomeKind =
   | "acquired"
@@ -23,7 +34,14 @@ export type NodeOutcomeKind =
   | "error"
   | "timeout"
   | "aborted"
-  | "pending";
+  | "pending"
+  | "fenced"
+  | "outbid"
+  | "no-marker"
+  | "quarantined"
+  | "needs-repair"
+  | "repaired"
+  | "initialized";
 
 /** One node's answer in one operation. */
 export interface NodeOutcome {

@@ -2,16 +2,30 @@
  * In-memory fake nodes for unit tests only: a tiny Redis (strings with TTL) that understands the
  * commands and scripts the library sends, with injectable latency and failures. Time comes from
  * Date.now(), which the tests fake with vi.useFakeTimers().
+ *
+ * For fencing it also keeps hashes, runs the fencing scripts (test/unit/support/fake-fencing.ts),
+ * can restart empty (`restart()`: data and script cache lost), roll back to an older state
+ * (`snapshot()` / `restore()`: a failover that silently loses recent writes), and can delay each
+ * message separately (`latency`): a request applied after its delay even when the client has
+ * given up, its reply delivered after a second delay.
  */
 import { ConfigurationError, NodeError } from "../../../src/errors.js";
+import { fencedWriteScript } from "../../../src/fencing/guard.js";
 import { acquireAllScript } from "../../../src/scripts/acquire-all.js";
 import { extendScript } from "../../../src/scripts/extend.js";
+import { fenceAcquireScript } from "../../../src/scripts/fence-acquire.js";
+import { fenceInitScript } from "../../../src/scripts/fence-init.js";
+import { fenceQuarantineScript } from "../../../src/scripts/fence-quarantine.js";
+import { fenceRatchetScript } from "../../../src/scripts/fence-ratchet.js";
+import { fenceReadScript } from "../../../src/scripts/fence-read.js";
+import { fenceRepairScript } from "../../../src/scripts/fence-repair.js";
 import { gateScript } from "../../../src/scripts/gate.js";
 import { gateReleaseScript } from "../../../src/scripts/gate-release.js";
 import { inspectScript } from "../../../src/scripts/inspect.js";
 import { releaseScript } from "../../../src/scripts/release.js";
 import { verifyScript } from "../../../src/scripts/verify.js";
 import type { RedisArgument, RedisNode, RedisReply } from "../../../src/transport.js";
+import { type FakeStore, runFenceScript } from "./fake-fencing.js";
 import { type GateStore, runGate, runGateRelease } from "./fake-gate.js";
 
 export type Behaviour =
@@ -36,22 +50,101 @@ const scripts = [
   verifyScript,
   gateScript,
   gateReleaseScript,
+  fenceAcquireScript,
+  fenceRatchetScript,
+  fenceReadScript,
+  fenceRepairScript,
+  fenceQuarantineScript,
+  fenceInitScript,
+  fencedWriteScript,
 ];
+
+/** The fate of one message (see {@link FakeNode.latency}). */
+export interface MessageDelay {
+  readonly requestMs: number;
+  readonly replyMs: number;
+  /** The request is lost on the way: never applied, never answered. */
+  readonly drop?: boolean;
+}
+
+/** A saved state of a FakeNode (see {@link FakeNode.snapshot}). */
+export interface FakeNodeSnapshot {
+  readonly store: Map<string, { value: string; expiresAt: number }>;
+  readonly hashes: Map<string, Map<string, string>>;
+}
 
 export class FakeNode implements RedisNode {
   readonly store = new Map<string, { value: string; expiresAt: number }>();
+  /** Hash keys (no TTL). */
+  readonly hashes = new Map<string, Map<string, string>>();
   readonly log: RedisArgument[][] = [];
   /** Scripts the node has cached (EVALSHA works only for these). */
   readonly scriptCache = new Set<string>(scripts.map((s) => s.sha1));
   behaviour: Behaviour = { kind: "ok" };
+  /**
+   * Per message, when set and the behaviour is `ok`: the request is applied after `requestMs`
+   * (even if the client aborted meanwhile: a request in flight cannot be recalled) and the reply
+   * delivered `replyMs` later.
+   */
+  latency: ((args: readonly RedisArgument[]) => MessageDelay) | undefined;
 
   constructor(readonly id: string) {}
 
   get(key: string): string | undefined {
+    if (this.hashes.has(key)) throw wrongType(this.id);
+    return this.liveString(key);
+  }
+
+  private liveString(key: string): string | undefined {
     const entry = this.store.get(key);
     if (!entry || entry.expiresAt <= Date.now()) return undefined;
     return entry.value;
   }
+
+  /** Lose everything, as a redis-server restarted without persistence (script cache included). */
+  restart(): void {
+    this.store.clear();
+    this.hashes.clear();
+    this.scriptCache.clear();
+  }
+
+  /** A copy of the current data. */
+  snapshot(): FakeNodeSnapshot {
+    return {
+      store: new Map([...this.store].map(([k, v]) => [k, { ...v }])),
+      hashes: new Map([...this.hashes].map(([k, v]) => [k, new Map(v)])),
+    };
+  }
+
+  /** Go back to an earlier snapshot: every later write is silently lost, the marker included if it was later. */
+  restore(snapshot: FakeNodeSnapshot): void {
+    this.store.clear();
+    this.hashes.clear();
+    for (const [k, v] of snapshot.store) this.store.set(k, { ...v });
+    for (const [k, v] of snapshot.hashes) this.hashes.set(k, new Map(v));
+  }
+
+  /** A hash field, or undefined. */
+  hget(key: string, field: string): string | undefined {
+    if (this.liveString(key) !== undefined) throw wrongType(this.id);
+    return this.hashes.get(key)?.get(field);
+  }
+
+  private readonly fenceStore: FakeStore = {
+    getString: (key) => this.get(key),
+    setString: (key, value, ttlMs) => {
+      if (this.hashes.has(key)) throw wrongType(this.id);
+      this.store.set(key, { value, expiresAt: ttlMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + ttlMs });
+    },
+    exists: (key) => this.hashes.has(key) || this.get(key) !== undefined,
+    hget: (key, field) => this.hget(key, field),
+    hset: (key, field, value) => {
+      if (this.liveString(key) !== undefined) throw wrongType(this.id);
+      const hash = this.hashes.get(key) ?? new Map<string, string>();
+      this.hashes.set(key, hash);
+      hash.set(field, value);
+    },
+  };
 
   /** Pre-occupy a key with a foreign token. */
   occupy(key: string, value = "foreign", ttlMs = 60_000): void {
@@ -64,6 +157,7 @@ export class FakeNode implements RedisNode {
     if (behaviour.kind === "unauthorized") {
       return Promise.reject(new ConfigurationError(`node ${this.id} rejected the token (HTTP 401)`, { node: this.id }));
     }
+    if (behaviour.kind === "ok" && this.latency) return this.delayed(args, signal, this.latency(args));
     return new Promise((resolve, reject) => {
       const answer = () => {
         try {
@@ -94,6 +188,29 @@ export class FakeNode implements RedisNode {
     });
   }
 
+  private delayed(args: readonly RedisArgument[], signal: AbortSignal, delay: MessageDelay): Promise<RedisReply> {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const settle = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        fn();
+      };
+      signal.addEventListener("abort", () => settle(() => reject(signal.reason)), { once: true });
+      if (delay.drop) return;
+      setTimeout(() => {
+        let outcome: () => void;
+        try {
+          const reply = this.execute(args);
+          outcome = () => resolve(reply);
+        } catch (error) {
+          outcome = () => reject(error);
+        }
+        setTimeout(() => settle(outcome), delay.replyMs);
+      }, delay.requestMs);
+    });
+  }
+
   private execute(args: readonly RedisArgument[]): RedisReply {
     const [name, ...rest] = args.map(String);
     switch (name?.toUpperCase()) {
@@ -120,6 +237,16 @@ export class FakeNode implements RedisNode {
         const argv = tail.slice(Number(count));
         return this.runScript(script.name, keys, argv);
       }
+      case "INCR": {
+        const key = rest[0] as string;
+        const value = Number(this.get(key) ?? "0") + 1;
+        this.store.set(key, { value: String(value), expiresAt: Number.POSITIVE_INFINITY });
+        return value;
+      }
+      case "GET":
+        return this.get(rest[0] as string) ?? null;
+      case "HGET":
+        return this.hget(rest[0] as string, rest[1] as string) ?? null;
       default:
         throw new NodeError(this.id, `unsupported command ${name}`, { redisError: `ERR unknown command '${name}'` });
     }
@@ -174,10 +301,28 @@ export class FakeNode implements RedisNode {
         const value = this.get(k);
         return [value ?? null, value === undefined ? -2 : (entry as { expiresAt: number }).expiresAt - Date.now()];
       }
-      default:
-        throw new Error(`no script ${name}`);
+      default: {
+        let reply: unknown;
+        try {
+          reply = runFenceScript(this.fenceStore, name, keys, argv);
+        } catch (error) {
+          if (error instanceof NodeError) throw error;
+          const message = (error as Error).message;
+          throw new NodeError(this.id, `${this.id} answered with an error: ${message}`, {
+            status: 400,
+            redisError: message,
+          });
+        }
+        if (reply === undefined) throw new Error(`no script ${name}`);
+        return reply as RedisReply;
+      }
     }
   }
+}
+
+function wrongType(id: string): NodeError {
+  const message = "WRONGTYPE Operation against a key holding the wrong kind of value";
+  return new NodeError(id, `${id} answered with an error: ${message}`, { status: 400, redisError: message });
 }
 
 /** `count` fake nodes named n0..n(count-1). */

@@ -1,0 +1,285 @@
+/**
+ * Differential test: the fencing scripts on a real redis-server (through its REST bridge) and
+ * their TypeScript mirror in the unit tests' FakeNode give the same answers to the same random
+ * sequences of operations, including corrupted data, restarts (the namespace wiped) and expired
+ * quarantines. This is what lets the unit-level property tests speak for the real scripts.
+ */
+import fc from "fast-check";
+import { describe, expect, inject, it } from "vitest";
+import { fencedWriteScript } from "../../src/fencing/guard.js";
+import { fencingKeys } from "../../src/fencing/keys.js";
+import { restNode } from "../../src/index.js";
+import { fenceAcquireScript } from "../../src/scripts/fence-acquire.js";
+import { fenceInitScript } from "../../src/scripts/fence-init.js";
+import { fenceQuarantineScript } from "../../src/scripts/fence-quarantine.js";
+import { fenceRatchetScript } from "../../src/scripts/fence-ratchet.js";
+import { fenceReadScript } from "../../src/scripts/fence-read.js";
+import { fenceRepairScript } from "../../src/scripts/fence-repair.js";
+import { releaseScript } from "../../src/scripts/release.js";
+import { runScript, type Script } from "../../src/scripts/script.js";
+import type { RedisArgument, RedisNode, RedisReply } from "../../src/transport.js";
+import { FakeNode } from "../unit/support/fake-node.js";
+import { uniqueKey } from "./support/nodes.js";
+
+const endpoint = inject("nodes")[0]!;
+
+const token = fc.constantFrom("tokA", "tokB");
+const resources = fc.subarray(["a", "b"], { minLength: 1 });
+const fence = fc.constantFrom("0", "1", "2", "5", "10", "9007199254740991", "01", "x");
+const id = fc.constantFrom("aa11", "bb22", "zz");
+
+/** One step, as data: a script call or a direct manipulation of the namespace. */
+type Op =
+  | { kind: "acquire"; token: string; resources: string[] }
+  | { kind: "ratchet"; token: string; resources: string[]; fence: string }
+  | { kind: "read"; resources: string[] }
+  | { kind: "repair"; id: string; fence: string; resources: string[] }
+  | { kind: "quarantine"; id: string }
+  | { kind: "init"; id: string }
+  | { kind: "release"; token: string; resources: string[] }
+  | { kind: "guard"; fence: string; token: string }
+  | { kind: "expire-quarantine" }
+  | { kind: "restart" }
+  | { kind: "corrupt-counter"; resource: string; value: string }
+  | { kind: "corrupt-marker"; value: string };
+
+const op: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant("acquire" as const), token, resources }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant("ratchet" as const), token, resources, fence }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("read" as const), resources: fc.subarray(["a", "b"]) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("repair" as const), id, fence, resources }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("quarantine" as const), id }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("init" as const), id }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("release" as const), token, resources }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("guard" as const), fence, token }) },
+  { weight: 1, arbitrary: fc.constant({ kind: "expire-quarantine" as const }) },
+  { weight: 1, arbitrary: fc.constant({ kind: "restart" as const }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant("corrupt-counter" as const),
+      resource: fc.constantFrom("a", "b"),
+      value: fc.constantFrom("abc", "01", "1e3", "9007199254740993", "7"),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant("corrupt-marker" as const),
+      value: fc.constantFrom("ok:zz", "weird", "recovering:aa11", "ok:bb22"),
+    }),
+  },
+);
+
+/** What a call answered, normalised so that both sides' error texts compare. */
+type Answer = { reply: RedisReply } | { error: string };
+
+function normaliseError(error: unknown): string {
+  const message = (error as { redisError?: string }).redisError ?? String(error);
+  if (message.includes("WRONGTYPE")) return "WRONGTYPE";
+  // Redis appends " script: <sha>, on @user_script:<line>." to a script's error.
+  const text = message.replace(/ script: .*$/s, "");
+  return /(edge-redlock|fenced-write): [a-z0-9 -]+$/.exec(text)?.[0] ?? `unrecognised: ${message}`;
+}
+
+class Side {
+  constructor(
+    readonly node: RedisNode,
+    readonly prefix: string,
+  ) {}
+
+  get keys() {
+    return fencingKeys(this.prefix);
+  }
+
+  private lockKeys(resources: readonly string[]): string[] {
+    return resources.map((r) => this.prefix + r);
+  }
+
+  private async script(script: Script, keys: string[], args: RedisArgument[]): Promise<Answer> {
+    const context = { signal: AbortSignal.timeout(5000), countRequest() {} };
+    try {
+      return { reply: await runScript(this.node, script, keys, args, context) };
+    } catch (error) {
+      return { error: normaliseError(error) };
+    }
+  }
+
+  private async command(...args: RedisArgument[]): Promise<void> {
+    await this.node.command(args, AbortSignal.timeout(5000));
+  }
+
+  async apply(step: Op): Promise<Answer | undefined> {
+    const k = this.keys;
+    const four = [k.incarnation, k.quarantine, k.counters, k.repairs];
+    switch (step.kind) {
+      case "acquire":
+        return this.script(
+          fenceAcquireScript,
+          [...four, ...this.lockKeys(step.resources)],
+          [step.token, 60_000, ...step.resources],
+        );
+      case "ratchet":
+        return this.script(
+          fenceRatchetScript,
+          [...four, ...this.lockKeys(step.resources)],
+          [step.token, step.fence, ...step.resources],
+        );
+      case "read":
+        return this.script(fenceReadScript, four, step.resources);
+      case "repair":
+        return this.script(fenceRepairScript, four, [step.id, step.fence, ...step.resources]);
+      case "quarantine":
+        return this.script(fenceQuarantineScript, [k.incarnation, k.quarantine], [step.id, 60_000]);
+      case "init":
+        return this.script(fenceInitScript, [k.incarnation], [step.id]);
+      case "release":
+        return this.script(releaseScript, this.lockKeys(step.resources), [step.token]);
+      case "guard":
+        return this.script(
+          fencedWriteScript,
+          [`${this.prefix}guard`, `${this.prefix}record`],
+          [step.fence, step.token, `by ${step.token}`],
+        );
+      case "expire-quarantine":
+        await this.command("DEL", k.quarantine);
+        return undefined;
+      case "restart":
+        await this.command("DEL", ...four, ...this.lockKeys(["a", "b"]));
+        return undefined;
+      case "corrupt-counter":
+        await this.command("HSET", k.counters, step.resource, step.value);
+        return undefined;
+      case "corrupt-marker":
+        await this.command("SET", k.incarnation, step.value);
+        return undefined;
+    }
+  }
+}
+
+/** The FakeNode side: the same manipulations, applied to its maps. */
+class FakeSide extends Side {
+  constructor(
+    readonly fake: FakeNode,
+    prefix: string,
+  ) {
+    super(fake, prefix);
+  }
+
+  override async apply(step: Op): Promise<Answer | undefined> {
+    const k = this.keys;
+    switch (step.kind) {
+      case "expire-quarantine":
+        this.fake.store.delete(k.quarantine);
+        return undefined;
+      case "restart":
+        for (const key of [k.incarnation, k.quarantine, `${this.prefix}a`, `${this.prefix}b`])
+          this.fake.store.delete(key);
+        this.fake.hashes.delete(k.counters);
+        this.fake.hashes.delete(k.repairs);
+        return undefined;
+      case "corrupt-counter": {
+        const hash = this.fake.hashes.get(k.counters) ?? new Map<string, string>();
+        hash.set(step.resource, step.value);
+        this.fake.hashes.set(k.counters, hash);
+        return undefined;
+      }
+      case "corrupt-marker":
+        this.fake.store.set(k.incarnation, { value: step.value, expiresAt: Number.POSITIVE_INFINITY });
+        return undefined;
+      default:
+        return super.apply(step);
+    }
+  }
+}
+
+/** A model with one deliberate bug: its ratchet acknowledges an equal counter (`F <= t`). */
+class BuggyFakeSide extends FakeSide {
+  override async apply(step: Op): Promise<Answer | undefined> {
+    const answer = await super.apply(step);
+    if (step.kind !== "ratchet" || !answer || !("reply" in answer) || !Array.isArray(answer.reply)) return answer;
+    const [status, current, id] = answer.reply;
+    return status === "NACK" && current === step.fence ? { reply: ["ACK", step.fence, id ?? ""] } : answer;
+  }
+}
+
+describe("fencing scripts: real redis-server versus the in-memory model", () => {
+  it("negative control: a model with an off-by-one ratchet is caught", async () => {
+    const result = await fc.check(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), async (tail) => {
+        const prefix = `${uniqueKey("fence-diff-buggy")}:`;
+        const real = new Side(restNode(endpoint), prefix);
+        const model = new BuggyFakeSide(new FakeNode("model"), prefix);
+        const start: Op[] = [
+          { kind: "init", id: "aa11" },
+          { kind: "acquire", token: "tokA", resources: ["a"] },
+          { kind: "ratchet", token: "tokA", resources: ["a"], fence: "5" },
+        ];
+        for (const step of [...start, ...tail]) {
+          if (JSON.stringify(await model.apply(step)) !== JSON.stringify(await real.apply(step))) return false;
+        }
+        return true;
+      }),
+      { numRuns: 100, seed: 22 },
+    );
+    expect(result.failed).toBe(true);
+  }, 120_000);
+
+  it("answer alike on random operation sequences", async () => {
+    let compared = 0;
+    const statuses = new Set<string>();
+    await fc.assert(
+      fc.asyncProperty(fc.boolean(), fc.array(op, { minLength: 1, maxLength: 25 }), async (initialised, tail) => {
+        // Most sequences start from an initialised node holding a lock, where the interesting
+        // answers (ACK, NACK, LOST, BUSY) live; the others start from an empty one.
+        const start: Op[] = [
+          { kind: "init", id: "aa11" },
+          { kind: "acquire", token: "tokA", resources: ["a", "b"] },
+          { kind: "ratchet", token: "tokA", resources: ["a", "b"], fence: "5" },
+          { kind: "guard", fence: "5", token: "tokA" },
+        ];
+        const steps = initialised ? [...start, ...tail] : tail;
+        const prefix = `${uniqueKey("fence-diff")}:`;
+        const real = new Side(restNode(endpoint), prefix);
+        const model = new FakeSide(new FakeNode("model"), prefix);
+        for (const [index, step] of steps.entries()) {
+          const expected = await real.apply(step);
+          const actual = await model.apply(step);
+          expect(actual, `step ${index}: ${JSON.stringify(step)}`).toEqual(expected);
+          if (expected) {
+            compared++;
+            const { reply } = expected as { reply?: RedisReply };
+            statuses.add(
+              Array.isArray(reply) ? JSON.stringify(reply[0]) : ((expected as { error?: string }).error ?? ""),
+            );
+          }
+        }
+      }),
+      { numRuns: 100, seed: 21 },
+    );
+    expect(compared).toBeGreaterThan(300);
+    // The sequences reached every answer the client has to handle, errors included.
+    for (const status of [
+      "OK",
+      "BUSY",
+      "ACK",
+      "NACK",
+      "LOST",
+      "NO_MARKER",
+      "QUARANTINED",
+      "NEEDS_REPAIR",
+      "REPAIRED",
+      "STALE",
+      "PRESENT",
+      "INITIALIZED",
+    ]) {
+      expect(statuses, status).toContain(JSON.stringify(status));
+    }
+    // The guard both applied and rejected writes.
+    expect(statuses).toContain("1");
+    expect(statuses).toContain("0");
+    expect(statuses).toContain("edge-redlock: corrupt fence counter");
+    expect(statuses).toContain("edge-redlock: corrupt incarnation marker");
+    expect(statuses).toContain("edge-redlock: invalid proposed fence");
+  }, 120_000);
+});

@@ -1,0 +1,153 @@
+/**
+ * The fencing scripts' semantics in TypeScript, for the in-memory FakeNode: a line-by-line mirror
+ * of the Lua in src/scripts/fence-*.ts and src/fencing/guard.ts. The differential test
+ * (test/integration/fencing-differential.test.ts) checks that both answer alike on real
+ * redis-server, so unit tests built on it say something about the real scripts.
+ */
+
+/** The part of a fake Redis the scripts need. Errors are thrown as `Error(message)`. */
+export interface FakeStore {
+  getString(key: string): string | undefined;
+  setString(key: string, value: string, ttlMs?: number): void;
+  exists(key: string): boolean;
+  hget(key: string, field: string): string | undefined;
+  hset(key: string, field: string, value: string): void;
+}
+
+const MAX = 9007199254740991;
+
+export function canonical(text: unknown): text is string {
+  if (typeof text !== "string" || text.length > 16) return false;
+  if (text !== "0" && !/^[1-9][0-9]*$/.test(text)) return false;
+  return Number(text) <= MAX;
+}
+
+function luaError(message: string): never {
+  throw new Error(`ERR user_script: ${message}`);
+}
+
+function counter(s: FakeStore, keys: string[], field: string): [number, string] {
+  const text = s.hget(keys[2] as string, field);
+  if (text === undefined) return [0, "0"];
+  if (!canonical(text)) luaError("edge-redlock: corrupt fence counter");
+  return [Number(text), text];
+}
+
+function highest(s: FakeStore, keys: string[], fields: string[]): [number, string] {
+  let best = 0;
+  let text = "0";
+  for (const field of fields) {
+    const [n, t] = counter(s, keys, field);
+    if (n > best) [best, text] = [n, t];
+  }
+  return [best, text];
+}
+
+function parseMarker(marker: string): [string, string] | undefined {
+  const match = /^([a-z]+):([0-9a-fA-F]+)$/.exec(marker);
+  return match ? [match[1] as string, match[2] as string] : undefined;
+}
+
+function health(s: FakeStore, keys: string[], fields: string[]): [string, string] {
+  const marker = s.getString(keys[0] as string);
+  if (marker === undefined) return ["NO_MARKER", ""];
+  const parsed = parseMarker(marker);
+  if (!parsed || (parsed[0] !== "ok" && parsed[0] !== "recovering")) {
+    luaError("edge-redlock: corrupt incarnation marker");
+  }
+  const [state, id] = parsed;
+  if (s.exists(keys[1] as string)) return ["QUARANTINED", id];
+  if (state === "recovering") {
+    for (const field of fields) if (s.hget(keys[3] as string, field) !== id) return ["NEEDS_REPAIR", id];
+  }
+  return ["OK", id];
+}
+
+/** Run the fencing script `name`; returns the reply, or throws like a Lua error. */
+export function runFenceScript(s: FakeStore, name: string, keys: string[], argv: string[]): unknown {
+  switch (name) {
+    case "fence-acquire": {
+      const fields = argv.slice(2);
+      if (fields.length === 0 || fields.length !== keys.length - 4) {
+        luaError("edge-redlock: lock keys and resources do not match");
+      }
+      const [status, id] = health(s, keys, fields);
+      if (status !== "OK") return [status, "0", id];
+      const [, fence] = highest(s, keys, fields);
+      const lockKeys = keys.slice(4);
+      for (const key of lockKeys) {
+        const holder = s.getString(key);
+        if (holder !== undefined && holder !== argv[0]) return ["BUSY", fence, id];
+      }
+      for (const key of lockKeys) s.setString(key, argv[0] as string, Number(argv[1]));
+      return ["OK", fence, id];
+    }
+    case "fence-ratchet": {
+      const fields = argv.slice(2);
+      if (fields.length === 0 || fields.length !== keys.length - 4) {
+        luaError("edge-redlock: lock keys and resources do not match");
+      }
+      if (!canonical(argv[1]) || argv[1] === "0") luaError("edge-redlock: invalid proposed fence");
+      const [status, id] = health(s, keys, fields);
+      if (status !== "OK") return [status, "0", id];
+      const [best, fence] = highest(s, keys, fields);
+      for (const key of keys.slice(4)) if (s.getString(key) !== argv[0]) return ["LOST", fence, id];
+      if (best >= Number(argv[1])) return ["NACK", fence, id];
+      for (const field of fields) s.hset(keys[2] as string, field, argv[1] as string);
+      return ["ACK", argv[1], id];
+    }
+    case "fence-read": {
+      const [status, id] = health(s, keys, argv);
+      if (status !== "OK") return [status, "0", id];
+      return ["OK", highest(s, keys, argv)[1], id];
+    }
+    case "fence-repair": {
+      if (argv.length < 3) luaError("edge-redlock: nothing to repair");
+      if (!canonical(argv[1])) luaError("edge-redlock: invalid repair fence");
+      const marker = s.getString(keys[0] as string);
+      if (marker === undefined) return ["NO_MARKER", "0", ""];
+      const parsed = parseMarker(marker);
+      if (!parsed) luaError("edge-redlock: corrupt incarnation marker");
+      const current = parsed[1];
+      if (marker !== `recovering:${argv[0]}`) return ["STALE", "0", current];
+      if (s.exists(keys[1] as string)) return ["QUARANTINED", "0", current];
+      const floor = Number(argv[1]);
+      for (const field of argv.slice(2)) {
+        if (counter(s, keys, field)[0] < floor) s.hset(keys[2] as string, field, argv[1] as string);
+        s.hset(keys[3] as string, field, argv[0] as string);
+      }
+      return ["REPAIRED", argv[1], current];
+    }
+    case "fence-quarantine": {
+      if (!/^[0-9a-fA-F]+$/.test(argv[0] ?? "")) luaError("edge-redlock: invalid incarnation id");
+      const marker = s.getString(keys[0] as string);
+      if (marker !== undefined) return ["PRESENT", "0", parseMarker(marker)?.[1] ?? ""];
+      s.setString(keys[0] as string, `recovering:${argv[0]}`);
+      s.setString(keys[1] as string, argv[0] as string, Number(argv[1]));
+      return ["QUARANTINED", "0", argv[0]];
+    }
+    case "fence-init": {
+      if (!/^[0-9a-fA-F]+$/.test(argv[0] ?? "")) luaError("edge-redlock: invalid incarnation id");
+      const marker = s.getString(keys[0] as string);
+      if (marker !== undefined) return ["PRESENT", "0", parseMarker(marker)?.[1] ?? ""];
+      s.setString(keys[0] as string, `ok:${argv[0]}`);
+      return ["INITIALIZED", "0", argv[0]];
+    }
+    case "fenced-write": {
+      const text = argv[0] as string;
+      const fence = Number(text);
+      if (!/^[1-9][0-9]*$/.test(text) || fence > MAX) luaError("fenced-write: the fence must be a positive integer");
+      const seen = s.hget(keys[0] as string, "fence");
+      if (seen !== undefined) {
+        const last = Number(seen);
+        if (fence < last || (fence === last && s.hget(keys[0] as string, "token") !== argv[1])) return [0, seen];
+      }
+      s.hset(keys[0] as string, "fence", text);
+      s.hset(keys[0] as string, "token", argv[1] as string);
+      s.setString(keys[1] as string, argv[2] as string);
+      return [1, text];
+    }
+    default:
+      return undefined;
+  }
+}
