@@ -53,6 +53,8 @@ export interface LockInit {
   readonly operations: LockOperations;
   /** The winning attempt's fan-out: release cleans up after its requests that had no answer. */
   readonly acquireFan: AcquireFan;
+  /** The fencing token, for a lock acquired with `fencing: true`. */
+  readonly fence?: string | undefined;
 }
 
 /**
@@ -76,8 +78,13 @@ export class Lock {
    * may override them for that one call.
    */
   readonly options: Readonly<ResolvedOptions>;
-  /** Fencing token. Not available yet: always `undefined` (see the README). */
-  readonly fence: undefined = undefined;
+  /**
+   * The fencing token of this grant, as a decimal string (at most 2^53 - 1), when the lock was
+   * acquired with `fencing: true`; `undefined` otherwise. Unique per grant and larger than the
+   * token of every grant of the same resources that returned before this one began. It stays the
+   * same across extensions. Compare tokens as integers (`BigInt(fence)` or `compareFences`).
+   */
+  readonly fence: string | undefined;
   /** The TTL the lock was acquired with, in milliseconds: the default of `extend()`. */
   readonly ttlMs: number;
   /** @internal Clock reading before the first send of the winning attempt. */
@@ -102,6 +109,7 @@ export class Lock {
     this.startedAt = init.startedAt;
     this.acquireReport = init.report;
     this.acquireFan = init.acquireFan;
+    this.fence = init.fence;
     this.options = init.options;
     this.#operations = init.operations;
     this.#deadline = init.deadline;

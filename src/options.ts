@@ -6,6 +6,7 @@ import type { Clock } from "./clock.js";
 import { monotonicClock } from "./clock.js";
 import type { RedlockError } from "./errors.js";
 import { InvalidArgumentError } from "./errors.js";
+import { RESERVED_KEY_PART } from "./fencing/keys.js";
 import type { AttemptReport, NodeOutcome, Operation } from "./report.js";
 
 /** What a custom retry policy is told about the attempt that just failed. */
@@ -107,6 +108,29 @@ export interface RedlockOptions extends RedlockHooks {
    * @default performance.now()
    */
   clock?: Clock;
+  /**
+   * Give every lock a fencing token (`lock.fence`): unique per grant and increasing in real-time
+   * order across grants of the same resources, for a protected store to reject stale writers.
+   * Costs a second round trip per acquisition (see the README). Needs a one-time
+   * `redlock.initializeFencing()` per deployment; nodes found without their marker are
+   * quarantined for `quarantineMs` and repaired from a quorum.
+   * @default false
+   */
+  fencing?: boolean;
+  /**
+   * How many nodes may silently lose recent writes (a failover under asynchronous replication, a
+   * restore from an older snapshot) without breaking mutual exclusion or fencing: the quorum
+   * becomes `floor((N + f) / 2) + 1` (with an explicit `quorum`, the larger of the two).
+   * @default 0
+   */
+  faultTolerance?: number;
+  /**
+   * With `fencing`: how long a node found without its marker (restarted empty) refuses to grant,
+   * in milliseconds. Must cover the longest TTL in use plus its drift allowance; fenced locks and
+   * extensions with a longer TTL are refused.
+   * @default 60000
+   */
+  quarantineMs?: number;
 }
 
 /**
@@ -135,6 +159,9 @@ export const DEFAULT_OPTIONS = Object.freeze({
   autoExtendThreshold: 0.5,
   keyPrefix: "",
   clock: monotonicClock,
+  fencing: false,
+  faultTolerance: 0,
+  quarantineMs: 60_000,
 } as const);
 
 /** Every option name a {@link RedlockOptions} object may carry. Anything else is refused as a likely typo. */
@@ -153,6 +180,9 @@ export const OPTION_NAMES: readonly string[] = Object.freeze([
   "autoExtendThreshold",
   "keyPrefix",
   "clock",
+  "fencing",
+  "faultTolerance",
+  "quarantineMs",
   "onAttempt",
   "onNodeError",
   "onLockLost",
@@ -228,6 +258,9 @@ export interface ResolvedOptions extends RedlockHooks {
   autoExtendThreshold: number;
   keyPrefix: string;
   clock: Clock;
+  fencing: boolean;
+  faultTolerance: number;
+  quarantineMs: number;
 }
 
 /**
@@ -247,7 +280,11 @@ export function resolveOptions(
     ...merged,
     // A time budget bounds the attempts by itself unless a count was asked for as well.
     maxAttempts: given.maxAttempts ?? (merged.acquireTimeoutMs === undefined ? DEFAULT_OPTIONS.maxAttempts : Infinity),
-    quorum: merged.quorum ?? Math.floor(nodeCount / 2) + 1,
+    // Tolerating f nodes that silently forget needs any two quorums to share f + 1 nodes.
+    quorum: Math.min(
+      nodeCount,
+      Math.max(merged.quorum ?? 0, Math.floor((nodeCount + (merged.faultTolerance ?? 0)) / 2) + 1),
+    ),
     requestTimeoutMs: merged.requestTimeoutMs ?? Math.min(1000, Math.max(50, Math.floor(ttlMs / 10))),
     minValidityMs: merged.minValidityMs ?? Math.floor(ttlMs / 10),
   };
@@ -256,8 +293,18 @@ export function resolveOptions(
   };
   const majority = Math.floor(nodeCount / 2) + 1;
   check(
-    Number.isInteger(o.quorum) && o.quorum >= majority && o.quorum <= nodeCount,
-    `quorum must be an integer from ${majority} (a majority of ${nodeCount} nodes) to ${nodeCount}, got ${o.quorum}`,
+    Number.isInteger(o.faultTolerance) && o.faultTolerance >= 0 && o.faultTolerance < nodeCount,
+    `faultTolerance must be an integer from 0 to ${nodeCount - 1}, got ${o.faultTolerance}`,
+  );
+  check(
+    merged.quorum === undefined ||
+      (Number.isInteger(merged.quorum) && merged.quorum >= majority && merged.quorum <= nodeCount),
+    `quorum must be an integer from ${majority} (a majority of ${nodeCount} nodes) to ${nodeCount}, got ${merged.quorum}`,
+  );
+  check(typeof o.fencing === "boolean", `fencing must be true or false, got ${String(o.fencing)}`);
+  check(
+    isMillis(o.quarantineMs, 1),
+    `quarantineMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.quarantineMs}`,
   );
   check(isFiniteIn(o.driftFactor, 0, 0.5), `driftFactor must be a number in [0, 0.5), got ${o.driftFactor}`);
   check(
@@ -350,6 +397,12 @@ export function validateResources(resources: unknown): string[] {
         `resource names are at most ${MAX_RESOURCE_LENGTH} characters, got ${resource.length}`,
       );
     }
+  }
+  const reserved = (list as string[]).find((r) => r.startsWith(RESERVED_KEY_PART));
+  if (reserved !== undefined) {
+    throw new InvalidArgumentError(
+      `resource names starting with ${JSON.stringify(RESERVED_KEY_PART)} are reserved for fencing`,
+    );
   }
   const sorted = [...(list as string[])].sort();
   const duplicate = sorted.find((r, i) => i > 0 && r === sorted[i - 1]);

@@ -6,6 +6,7 @@
 import type { SettledResult } from "./background.js";
 import { Engine } from "./engine.js";
 import { ConfigurationError, InvalidArgumentError, LockHeldError } from "./errors.js";
+import { type InitializeFencingResult, initializeFencing } from "./fencing/initialize.js";
 import type { Lock, LockOperations, ReleaseResult } from "./lock.js";
 import type { AcquireRequest } from "./operations/acquire.js";
 import { extendKeys, extendLock } from "./operations/extend.js";
@@ -201,6 +202,23 @@ export class Redlock {
     validateToken(token);
     const o = this.#resolve(options, 10_000, "release()");
     return releaseKeys(this.#engine, o, sorted, keysOf(sorted, o), token);
+  }
+
+  /**
+   * Mark every node of a brand-new deployment for fencing, once. Fenced acquisitions refuse to run
+   * (`FencingError` `FENCING_UNINITIALIZED`) until this has run; afterwards a node found without
+   * its marker is a node that lost its data, and is quarantined and repaired, never re-initialised.
+   * @throws {FencingError} `FENCING_INIT_REFUSED` when a node already carries a marker (the
+   * deployment was initialised before) or cannot be reached (all must answer).
+   */
+  async initializeFencing(options?: Pick<RedlockOptions, "requestTimeoutMs">): Promise<InitializeFencingResult> {
+    const o = this.#resolve(options, 10_000, "initializeFencing()");
+    return initializeFencing({
+      nodes: this.nodes,
+      keyPrefix: o.keyPrefix,
+      clock: o.clock,
+      requestTimeoutMs: options?.requestTimeoutMs ?? Math.max(o.requestTimeoutMs, 2000),
+    });
   }
 
   /**

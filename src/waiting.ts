@@ -33,6 +33,7 @@ import {
   failureError,
   type GateRole,
 } from "./operations/acquire.js";
+import { attemptFenced } from "./operations/acquire-fenced.js";
 import { summary } from "./operations/summary.js";
 import { MAX_DELAY_MS, type ResolvedOptions } from "./options.js";
 import { driftMs, refusalReason } from "./quorum.js";
@@ -116,7 +117,9 @@ class Acquisition {
   async run(): Promise<Lock> {
     const now = this.#o.clock.now();
     // Queue up at once for a resource this client just waited for; a single attempt never waits.
-    if (this.#maxAttempts > 1 && this.#engine.hot.isHot(this.#hotKey, now)) return this.#waitInLine();
+    if (this.#maxAttempts > 1 && !this.#o.fencing && this.#engine.hot.isHot(this.#hotKey, now)) {
+      return this.#waitInLine();
+    }
     const first = await this.#fanOut();
     if (first.lock) return first.lock;
     return this.#afterFailedAttempt(first);
@@ -129,9 +132,12 @@ class Acquisition {
     return this.#backOff(result.report);
   }
 
-  /** Another holder answered, the gate is up, and no custom retry schedule was asked for. */
+  /**
+   * Another holder answered, the gate is up, and no custom retry schedule was asked for. Fenced
+   * locks wait with backoff: their acquisition is two phases, which the gate's take does not cover.
+   */
   #shouldWaitInLine(report: AttemptReport): boolean {
-    return !this.#gateDown && this.#o.retryDelay === undefined && this.#isContention(report);
+    return !this.#gateDown && !this.#o.fencing && this.#o.retryDelay === undefined && this.#isContention(report);
   }
 
   /** Fan-outs with the retry policy's delays in between: node failures, or no gate. */
@@ -254,15 +260,17 @@ class Acquisition {
   async #fanOut(gate?: GateRole): Promise<AttemptResult> {
     this.#checkAbort();
     this.#attempts++;
-    const result = await attemptAcquire(
-      this.#engine,
-      this.#request,
-      this.#attempts,
-      this.#signal,
-      this.#operations,
-      gate,
-      this.#polls,
-    );
+    const result = this.#o.fencing
+      ? await attemptFenced(this.#engine, this.#request, this.#attempts, this.#signal, this.#operations, this.#polls)
+      : await attemptAcquire(
+          this.#engine,
+          this.#request,
+          this.#attempts,
+          this.#signal,
+          this.#operations,
+          gate,
+          this.#polls,
+        );
     this.#polls = 0;
     this.#reports.push(result.report);
     // Granted without the gate's take (a quorum of the others): step out of line at once, or

@@ -5,6 +5,7 @@
  */
 import type { Engine } from "../engine.js";
 import { ExtendError, ExtensionLimitError, LockExpiredError, LockLostError } from "../errors.js";
+import { assertQuarantineCovers } from "../fencing/arithmetic.js";
 import type { Lock } from "../lock.js";
 import { extendOnNode } from "../node-operations.js";
 import type { RedlockOptions, ResolvedOptions } from "../options.js";
@@ -60,6 +61,8 @@ export async function extendLock(
   validateTtl(ttlMs);
   const o = engine.resolveFor(lock.options, overrides, lock.ttlMs);
   validateTtl(ttlMs, o);
+  // A lost node's quarantine must outlast every key it may have held: fenced keys never live longer.
+  if (lock.fence !== undefined) assertQuarantineCovers(ttlMs, o.quarantineMs, o.driftFactor);
   const what = lock.resources.join(", ");
   if (lock.released) throw new LockExpiredError(`lock on ${what} was released; acquire it again`);
   if (lock.remainingMs() <= 0) throw new LockExpiredError(`lock on ${what} has expired; acquire it again`);

@@ -1,5 +1,6 @@
 /**
- * Fenced grants against the 5 shared real nodes: 20 concurrent clients × 50 grants each. The
+ * Fenced grants against the 5 shared real nodes: 20 concurrent clients × 50 grants each, through
+ * `redlock.acquire(…)` with `fencing: true` and default waiting. The
  * grant order comes from a counter incremented under the lock on a separate key; the fences,
  * sorted by that order, must strictly increase (hence also be unique). Also prints what a fenced
  * grant costs against a plain one (figures only, no timing assertions).
@@ -8,6 +9,7 @@ import { describe, expect, inject, it } from "vitest";
 import { fanOut } from "../../src/fanout.js";
 import { fencedAttempt } from "../../src/fencing/attempt.js";
 import { initializeFencing } from "../../src/fencing/initialize.js";
+import { Redlock } from "../../src/index.js";
 import { acquireOnNode } from "../../src/node-operations.js";
 import { validityMs } from "../../src/quorum.js";
 import { randomToken } from "../../src/token.js";
@@ -70,33 +72,25 @@ describe("fenced grants on real nodes", () => {
     let attempts = 0;
     let requests = 0;
     const started = performance.now();
-    const deadline = started + 400_000;
+    // Through the public API with its default waiting, each client its own Redlock.
     await Promise.all(
       Array.from({ length: CLIENTS }, async () => {
-        // Full-jitter exponential backoff while others hold the lock, so 20 clients do not keep
-        // splitting the votes (liveness only; safety does not depend on it).
-        let failures = 0;
-        for (let granted = 0; granted < GRANTS && performance.now() < deadline; ) {
-          const token = randomToken();
-          const result = await attempt(keyPrefix, token);
-          attempts++;
-          requests += result.requests;
-          const valid = result.granted && validityMs(TTL_MS, result.startedAt, result.decidedAt, 0.01) > TTL_MS / 10;
-          if (valid) {
-            const order = (await raw(endpoints[0]!, "INCR", orderKey)) as number;
-            grants.push({ order, fence: result.fence as string });
-            granted++;
-            failures = 0;
-          }
-          // A node that answered BUSY (or was not healthy) wrote nothing: no release needed there.
-          const wroteNothing = ["held", "no-marker", "quarantined", "needs-repair"];
-          const mayHold = nodes.filter((_, i) => !wroteNothing.includes(result.phases[0]?.nodes[i]?.outcome ?? ""));
-          await releaseEverywhere(mayHold, [`${keyPrefix}r`], token);
-          if (!valid) {
-            await result.maintenance;
-            failures++;
-            await sleep(Math.random() * Math.min(300, 4 * 2 ** failures));
-          }
+        const redlock = new Redlock({
+          nodes: endpoints,
+          keyPrefix,
+          fencing: true,
+          acquireTimeoutMs: 300_000,
+          onAttempt: (report) => {
+            if (report.operation !== "acquire") return;
+            attempts++;
+            requests += report.requests;
+          },
+        });
+        for (let granted = 0; granted < GRANTS; granted++) {
+          const lock = await redlock.acquire("r", TTL_MS);
+          const order = (await raw(endpoints[0]!, "INCR", orderKey)) as number;
+          grants.push({ order, fence: lock.fence as string });
+          await lock.release();
         }
       }),
     );

@@ -40,7 +40,7 @@ describe("unknown option names", () => {
     ["retryDelayMs", "retryDelay"],
     ["requestTimeout", "requestTimeoutMs"],
     ["qourum", "quorum"],
-    ["fencing", undefined],
+    ["leaseRenewal", undefined],
   ])("new Redlock({ %s }) → ConfigurationError naming it (closest: %s)", (name, closest) => {
     const error = (() => {
       try {

@@ -1,0 +1,110 @@
+/**
+ * One fenced acquisition attempt: the two phases of `fencing/attempt.ts` (lock and read the
+ * counters, then the conditional write-back), validity counted from before phase 1, and on failure
+ * the same cleanup as a plain attempt.
+ * @module
+ */
+import type { Engine } from "../engine.js";
+import { callHook } from "../engine.js";
+import { FencingError } from "../errors.js";
+import { assertQuarantineCovers } from "../fencing/arithmetic.js";
+import { fencedAttempt } from "../fencing/attempt.js";
+import { Lock, type LockOperations } from "../lock.js";
+import { isFailure, validityMs } from "../quorum.js";
+import type { AttemptReport, NodeOutcome } from "../report.js";
+import { randomToken } from "../token.js";
+import type { AcquireRequest, AttemptResult } from "./acquire.js";
+import { type AcquireFan, cleanUpAcquisition } from "./cleanup.js";
+
+/**
+ * Make one fenced attempt on every node. Never throws for node failures.
+ * @throws {FencingError} `FENCING_UNINITIALIZED` when no node carries a marker yet.
+ * @throws {InvalidArgumentError} when the TTL outlasts `quarantineMs`.
+ */
+export async function attemptFenced(
+  engine: Engine,
+  request: AcquireRequest,
+  attempt: number,
+  signal: AbortSignal | undefined,
+  operations: LockOperations,
+  polls?: number,
+): Promise<AttemptResult> {
+  const { resources, keys, ttlMs, options: o } = request;
+  assertQuarantineCovers(ttlMs, o.quarantineMs, o.driftFactor);
+  const token = randomToken();
+  const result = await fencedAttempt({
+    nodes: engine.nodes,
+    keyPrefix: o.keyPrefix,
+    resources,
+    token,
+    ttlMs,
+    quorum: o.quorum,
+    requestTimeoutMs: o.requestTimeoutMs,
+    quarantineMs: o.quarantineMs,
+    clock: o.clock,
+    signal,
+  });
+  engine.background.track(result.maintenance, 2 * o.requestTimeoutMs + 1000);
+  const validity = validityMs(ttlMs, result.startedAt, result.decidedAt, o.driftFactor);
+  const phase1 = result.phases[0]?.nodes ?? [];
+  const last = result.phases.at(-1);
+  const report: AttemptReport = {
+    operation: "acquire",
+    attempt,
+    resources,
+    quorum: o.quorum,
+    votes: (last?.phase === "ratchet" ? last.nodes : phase1).filter(
+      (n) => n.outcome === (last?.phase === "ratchet" ? "fenced" : "acquired"),
+    ).length,
+    elapsedMs: result.decidedAt - result.startedAt,
+    validityMs: validity,
+    ok: result.granted && validity > o.minValidityMs,
+    nodes: phase1,
+    requests: result.requests,
+    ...(polls ? { polls } : {}),
+  };
+  callHook(o.onAttempt, report);
+  const fan = fanOfPhase1(result.startedAt, phase1, result.acquireFinished);
+  if (report.ok) {
+    const lock = new Lock({
+      resources,
+      keys,
+      token,
+      ttlMs,
+      startedAt: result.startedAt,
+      deadline: result.decidedAt + validity,
+      options: o,
+      report,
+      operations,
+      acquireFan: fan,
+      fence: result.fence,
+    });
+    return { lock, report };
+  }
+  cleanUpAcquisition(engine, request, token, fan);
+  if (result.reason === "uninitialized") {
+    throw new FencingError(
+      "FENCING_UNINITIALIZED",
+      "fencing is not initialised on these nodes: run redlock.initializeFencing() once for the deployment",
+      { attempts: [report] },
+    );
+  }
+  return { report, token };
+}
+
+/**
+ * Phase 1 as the cleanup sees an acquisition: a node still answering at the decision may have
+ * applied our `SET` (its fate is unknown until its request finished: treated as a timeout).
+ */
+function fanOfPhase1(startedAt: number, nodes: readonly NodeOutcome[], finished: readonly Promise<void>[]): AcquireFan {
+  const done = nodes.map(() => false);
+  finished.forEach((promise, i) => {
+    void promise.then(() => {
+      done[i] = true;
+    });
+  });
+  const outcomes = Promise.all(finished).then(() =>
+    nodes.map((n): NodeOutcome => (n.outcome === "pending" || isFailure(n.outcome) ? { ...n, outcome: "timeout" } : n)),
+  );
+  return { startedAt, outcomes, finished, isFinished: (i) => done[i] === true };
+}
