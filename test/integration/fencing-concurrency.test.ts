@@ -11,10 +11,9 @@ import { fencedAttempt } from "../../src/fencing/attempt.js";
 import { initializeFencing } from "../../src/fencing/initialize.js";
 import { Redlock } from "../../src/index.js";
 import { acquireOnNode } from "../../src/node-operations.js";
-import { validityMs } from "../../src/quorum.js";
 import { randomToken } from "../../src/token.js";
 import { restNode } from "../../src/transport.js";
-import { fenceOrderViolations, type OrderedGrant, percentile, releaseEverywhere, sleep } from "./support/fencing.js";
+import { fenceOrderViolations, type OrderedGrant, percentile, releaseEverywhere } from "./support/fencing.js";
 import { raw, uniqueKey } from "./support/nodes.js";
 
 const endpoints = inject("nodes");
