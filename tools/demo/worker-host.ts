@@ -62,9 +62,11 @@ async function main(): Promise<void> {
       logLevel: "warn",
     },
   });
-  let disposing: Promise<void> | undefined;
+  let disposing = false;
   const shutdown = (code: number) => {
-    disposing ??= worker.dispose().then(
+    if (disposing) return;
+    disposing = true;
+    worker.dispose().then(
       () => process.exit(code),
       () => process.exit(1),
     );
