@@ -51,7 +51,7 @@ const COUNTER_LOCK_WAIT = {
     // Shorter waits only add load (every attempt costs a request per node) and split the votes.
     return Math.floor(Math.random() * Math.min(1000, 20 * 2 ** attempt));
   },
-} satisfies Partial<WithLockOptions<AppEnv>>;
+} satisfies Partial<WithLockOptions<AppEnv, "/counter/:name/increment">>;
 
 /** One client per set of bindings (per isolate), built on first use. */
 const clients = new WeakMap<object, { redlock: Redlock; store: RedisNode }>();
@@ -159,9 +159,9 @@ app.get("/locks/:resource", async (c) => {
   });
 });
 
-const lockCounter = withLock<AppEnv>({
+const lockCounter = withLock<AppEnv, "/counter/:name/increment">({
   redlock: (c) => client(c.env).redlock,
-  resource: (c) => `counter:${resourceParam(c.req.param("name") ?? "")}`,
+  resource: (c) => `counter:${resourceParam(c.req.param("name"))}`,
   ttlMs: 10_000,
   ...COUNTER_LOCK_WAIT,
 });
