@@ -161,6 +161,11 @@ describe("allowAdminCommands (finding 9)", () => {
       const child = startCli(["--redis-port", String(node.redisPort), "--token", token, ...flags]);
       try {
         const url = await listeningUrl(child);
+        // The bridge listens before its Redis connection is up (it answers 503 until then).
+        for (const deadline = Date.now() + 15_000; Date.now() < deadline; ) {
+          if ((await post(url, token, "/", ["PING"])).status === 200) break;
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
         return await post(url, token, "/", ["CONFIG", "GET", "maxmemory"]);
       } finally {
         await stopChild(child);
@@ -209,3 +214,26 @@ async function stopChild(child: ChildProcess): Promise<void> {
   await exited;
   clearTimeout(timer);
 }
+
+describe("a script that never ends (finding 9)", () => {
+  it("is killed once it outlives the command deadline, and the node serves again", async () => {
+    const token = "busy-script-token";
+    const bridge = await startBridge({ redisPort: node.redisPort, token, commandTimeoutMs: 1000 });
+    try {
+      const stuck = await post(bridge.url, token, "/", ["EVAL", "while true do end", "0"]);
+      expect(stuck.status).toBe(504);
+      // Redis serves SCRIPT KILL once the script has run for its busy threshold (5 s by default);
+      // until then every client gets BUSY. Allow it 30 s.
+      let answer: unknown;
+      for (const deadline = Date.now() + 30_000; Date.now() < deadline; ) {
+        answer = await redis.ping().catch((err: Error) => err.message);
+        if (answer === "PONG") break;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+      expect(answer).toBe("PONG");
+      expect(await post(node.url, node.token, "/", ["PING"])).toEqual({ status: 200, body: { result: "PONG" } });
+    } finally {
+      await bridge.close();
+    }
+  }, 60_000);
+});
