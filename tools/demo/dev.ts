@@ -2,10 +2,10 @@
  * `npm run dev [-- --inspect] [--port N]`: local nodes + the demo worker in workerd, kept running
  * for manual use. Prints example curl commands; Ctrl-C stops everything.
  *
- * `--inspect` adds wrangler's DevTools inspector proxy. It forwards every outgoing request of the
- * worker to wrangler's Node process, so it is for stepping through a few requests, not for load:
- * under the demo's thousands of subrequests it is the proxy that falls over. Without the flag,
- * the worker takes the same load as `npm run demo`.
+ * `--inspect` opens workerd's DevTools inspector on 127.0.0.1:9229, with no proxy in between
+ * (wrangler dev's inspector proxy is what fell over under the demo's load). With DevTools attached
+ * every outgoing request of the worker becomes an event: attach it to step through a few requests.
+ * With or without the flag, the worker takes the same load as `npm run demo`.
  */
 import { parseArgs } from "node:util";
 import { startDemoStack } from "./worker-dev.js";
@@ -25,7 +25,7 @@ if (!Number.isInteger(port) || port < 0 || port > 65_535) {
 const stack = await startDemoStack({ inspector: values.inspect, port });
 const auth = `-H 'authorization: Bearer ${stack.secret}'`;
 console.log(`Demo worker: ${stack.url}  (API secret ${stack.secret})
-${stack.inspectorUrl ? `DevTools inspector: ${stack.inspectorUrl} (for a few requests, not for load)\n` : ""}Nodes:
+${stack.inspectorUrl ? `DevTools inspector: ${stack.inspectorUrl} (attach DevTools to step through a few requests)\n` : ""}Nodes:
 ${stack.cluster.nodes.map((n) => `  ${n.url}  token ${n.token}`).join("\n")}
 
 Try:

@@ -1,6 +1,6 @@
 /**
- * Starts the local nodes and the demo worker (workerd, through wrangler's programmatic API in a
- * child process: see worker-host.ts), and stops both. Used by `npm run demo` and `npm run dev`.
+ * Starts the local nodes and the demo worker (workerd through Miniflare, in a child process of its
+ * own: see worker-host.ts), and stops both. Used by `npm run demo` and `npm run dev`.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -10,7 +10,7 @@ import { type NodeCluster, startNodes } from "../nodes/index.js";
 import type { WorkerHostReady, WorkerHostRequest } from "./worker-host.js";
 
 export interface DemoStack {
-  /** The tail of the worker host's output (wrangler's and workerd's logs). */
+  /** The tail of the worker host's output (workerd's logs). */
   output(): string;
   readonly cluster: NodeCluster;
   /** The worker's base URL. */
@@ -38,8 +38,9 @@ export interface DemoStackOptions {
    */
   port?: number;
   /**
-   * Start wrangler's DevTools inspector proxy. Leave it off under load: it forwards every
-   * outgoing request of the worker to wrangler's Node process and falls over under thousands.
+   * Open workerd's DevTools inspector on 127.0.0.1:9229 (directly, no proxy in between). With
+   * DevTools attached every outgoing request of the worker becomes an event: for stepping through
+   * a few requests, not for load.
    * @default false
    */
   inspector?: boolean;
