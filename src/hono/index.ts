@@ -110,21 +110,26 @@ export function withLock<E extends Env = Env, P extends string = string, I exten
 
 /**
  * The context as the `resource` callback sees it: the same, except that `c.req.param(name)` and
- * the object of `c.req.param()` record every parameter asked for that the route does not have.
+ * the object of `c.req.param()` record every parameter asked for that the route does not declare.
+ * An optional parameter the route declares (`/:id?`) may be absent: the callback handles that.
  */
 function watchParams<C extends Context>(c: C): { context: C; missing: Set<string> } {
   const missing = new Set<string>();
+  const declared = declaredParams(c.req.routePath);
+  const note = (name: string, value: unknown) => {
+    if (value === undefined && !declared.has(name)) missing.add(name);
+  };
   const param = (...args: unknown[]): unknown => {
     if (typeof args[0] === "string") {
       const value = c.req.param(args[0] as never) as string | undefined;
-      if (value === undefined) missing.add(args[0]);
+      note(args[0], value);
       return value;
     }
     const all = c.req.param() as Record<string, string | undefined>;
     return new Proxy(all, {
       get(target, key) {
         const value = Reflect.get(target, key);
-        if (typeof key === "string" && value === undefined && !(key in Object.prototype)) missing.add(key);
+        if (typeof key === "string" && !(key in Object.prototype)) note(key, value);
         return value;
       },
     });
@@ -144,6 +149,11 @@ function watchParams<C extends Context>(c: C): { context: C; missing: Set<string
     },
   });
   return { context, missing };
+}
+
+/** Names of the parameters a route path declares: `:id`, `:id?`, `:id{[0-9]+}`. */
+function declaredParams(routePath: string): Set<string> {
+  return new Set(Array.from(routePath.matchAll(/:([A-Za-z0-9_]+)/g), (match) => match[1] as string));
 }
 
 function missingMessage(missing: ReadonlySet<string>, routePath: string): string {

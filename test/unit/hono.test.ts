@@ -75,6 +75,19 @@ describe("withLock", () => {
     expect(sent(nodes)).toEqual([]);
   });
 
+  it("lets an optional parameter the route declares be absent", async () => {
+    const { redlock } = setup();
+    const app = new Hono();
+    app.post(
+      "/reports/:day?",
+      withLock({ redlock, ttlMs: 10_000, resource: (c) => `report:${c.req.param("day") ?? "today"}` }),
+      (c) => c.text(c.get("lock").resources[0] as string),
+    );
+    const response = await app.request("/reports", { method: "POST" });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toBe("report:today");
+  });
+
   it("refuses a resource callback that returns no string (500, nothing sent)", async () => {
     const { nodes, redlock } = setup();
     const app = new Hono();
