@@ -114,8 +114,9 @@ const UNAVAILABLE = new Set([
 // group, only ACL, DBSIZE, FLUSHALL, FLUSHDB and TIME, and of scripting only EVAL, EVALSHA and
 // SCRIPT EXISTS / LOAD / FLUSH). Through a bridge any client holding the token could otherwise
 // SHUTDOWN its redis-server, reconfigure it, make it a replica of another host, pause every client
-// or freeze the server (DEBUG SLEEP). Refused unless the bridge was started with
-// `allowAdminCommands`, for a test that needs one of them.
+// or freeze the server (DEBUG SLEEP). ACL is refused too: Upstash serves it on its own users, but
+// here `ACL SETUSER default off` would lock the bridge out of its server. Refused unless the
+// bridge was started with `allowAdminCommands`, for a test that needs one of them.
 const ADMIN = new Set([
   "shutdown",
   "config",
