@@ -97,6 +97,16 @@ export default defineConfig({
           globalSetup: runtimeSetup,
         },
       },
+      // Every TypeScript sample in README.md type-checked against the freshly built package.
+      {
+        test: {
+          name: "readme",
+          environment: "node",
+          include: ["test/readme/**/*.test.ts"],
+          globalSetup: ["test/runtimes/setup/build.ts"],
+          testTimeout: 120_000,
+        },
+      },
       // publint, attw and the tarball's contents, on the freshly built package.
       {
         test: {

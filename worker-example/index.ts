@@ -5,8 +5,20 @@
  * Every route needs `Authorization: Bearer <API_SECRET>`. See the README for the API.
  */
 import { Hono } from "hono";
-import { type LockVariables, withLock } from "../src/hono/index.js";
-import { ExtendError, InvalidArgumentError, LockLostError, type RedisNode, Redlock, restNode } from "../src/index.js";
+import { type LockVariables, type WithLockOptions, withLock } from "../src/hono/index.js";
+import {
+  AcquireTimeoutError,
+  ExtendError,
+  InvalidArgumentError,
+  LockLostError,
+  type NodeOutcome,
+  QuorumUnavailableError,
+  type RedisNode,
+  Redlock,
+  restNode,
+  ValidityExhaustedError,
+} from "../src/index.js";
+import { limitBody } from "./body-limit.js";
 import { type Bindings, ConfigError, nodesFromEnv, secretFromEnv } from "./config.js";
 
 type AppEnv = { Bindings: Bindings; Variables: LockVariables };
@@ -14,17 +26,45 @@ type AppEnv = { Bindings: Bindings; Variables: LockVariables };
 const RESOURCE = /^[A-Za-z0-9:_.-]{1,128}$/;
 const MIN_TTL_MS = 100;
 const MAX_TTL_MS = 60_000;
+/**
+ * Largest accepted request body. The API's bodies are a TTL and a token: a few dozen bytes. A
+ * larger body is refused with 413 before it is read into memory or parsed.
+ */
+const MAX_BODY_BYTES = 16 * 1024;
+
+/**
+ * How the counter route waits for its lock, tuned by hand until contention handling lands in the
+ * library: then the demo switches to the library's defaults and this constant goes away.
+ *
+ * Hundreds of requests queue on one counter in the demo. Loopback answers slow down under that
+ * load, so each request gets 2 s rather than the default ttl/10; waiting is bounded by a 60 s
+ * deadline instead of 10 attempts; and the backoff is full jitter capped at 1 s, giving up after
+ * 3 attempts when nodes refuse outright (waiting does not bring a quorum back).
+ */
+const COUNTER_LOCK_WAIT = {
+  requestTimeoutMs: 2000,
+  maxAttempts: 10_000,
+  acquireTimeoutMs: 60_000,
+  retryDelay: ({ attempt, report }) => {
+    const down = report.nodes.filter((n) => n.outcome === "error").length;
+    if (down > report.nodes.length - report.quorum && attempt >= 3) return null;
+    // Shorter waits only add load (every attempt costs a request per node) and split the votes.
+    return Math.floor(Math.random() * Math.min(1000, 20 * 2 ** attempt));
+  },
+} satisfies Partial<WithLockOptions<AppEnv, "/counter/:name/increment">>;
 
 /** One client per set of bindings (per isolate), built on first use. */
 const clients = new WeakMap<object, { redlock: Redlock; store: RedisNode }>();
 function client(env: Bindings) {
   let entry = clients.get(env);
   if (!entry) {
-    const nodes = nodesFromEnv(env);
+    // Nodes are named by position ("node-1", …), not by URL: that name is what reports, errors
+    // and every answer of this API show, so the nodes' addresses never leave the worker.
+    const nodes = nodesFromEnv(env).map((node, i) => ({ ...node, id: `node-${i + 1}` }));
     entry = {
-      redlock: new Redlock({ nodes, retryBaseDelayMs: 5, retryMaxDelayMs: 100 }),
+      redlock: new Redlock({ nodes }),
       // The counter lives on the first node: any Redis would do, the lock is what is shown.
-      store: restNode(nodes[0] as { url: string; token: string }),
+      store: restNode(nodes[0] as { url: string; token: string; id: string }),
     };
     clients.set(env, entry);
   }
@@ -33,7 +73,7 @@ function client(env: Bindings) {
 
 class HttpError extends Error {
   constructor(
-    readonly status: 400 | 401 | 404 | 409 | 503,
+    readonly status: 400 | 401 | 404 | 409 | 413 | 503,
     readonly code: string,
     message: string,
   ) {
@@ -52,6 +92,15 @@ app.use("*", async (c, next) => {
   await next();
 });
 
+// After authentication, so an anonymous body is never read at all.
+app.use(
+  "*",
+  limitBody(
+    MAX_BODY_BYTES,
+    () => new HttpError(413, "BODY_TOO_LARGE", `the body must be at most ${MAX_BODY_BYTES} bytes`),
+  ),
+);
+
 app.post("/locks/:resource", async (c) => {
   const resource = resourceParam(c.req.param("resource"));
   const { ttlMs } = await jsonBody(c.req.raw, { ttlMs: "ttl" });
@@ -66,7 +115,7 @@ app.post("/locks/:resource", async (c) => {
       ttlMs,
       validityMs: Math.floor(lock.remainingMs()),
       expiresAt: new Date(lock.expiresAt).toISOString(),
-      nodes: lock.acquireReport.nodes,
+      nodes: lock.acquireReport.nodes.map(nodeView),
     },
     201,
   );
@@ -78,12 +127,17 @@ app.post("/locks/:resource/extend", async (c) => {
   const { redlock } = client(c.env);
   try {
     const report = await redlock.extend(resource, token as string, ttlMs as number);
-    return c.json({ resource, validityMs: Math.floor(report.validityMs ?? 0), nodes: report.nodes });
+    return c.json({ resource, validityMs: Math.floor(report.validityMs ?? 0), nodes: report.nodes.map(nodeView) });
   } catch (error) {
     if (error instanceof ExtendError && error.cause instanceof LockLostError) {
       throw new HttpError(409, "LOCK_NOT_HELD", "this token no longer holds the lock");
     }
+    // Not a lost lock: nodes failed or answered too slowly. The lock may still be held; retry.
+    if (error instanceof ExtendError)
+      throw new HttpError(503, error.code, "the lock service is unavailable; try again");
     throw error;
+  } finally {
+    waitUntil(c, redlock.settled());
   }
 });
 
@@ -93,7 +147,7 @@ app.delete("/locks/:resource", async (c) => {
   const { redlock } = client(c.env);
   const result = await redlock.release(resource, token as string);
   waitUntil(c, redlock.settled());
-  return c.json({ resource, released: result.released, nodes: result.nodes });
+  return c.json({ resource, released: result.released, nodes: result.nodes.map(nodeView) });
 });
 
 app.get("/locks/:resource", async (c) => {
@@ -101,28 +155,15 @@ app.get("/locks/:resource", async (c) => {
   const result = await client(c.env).redlock.inspect(resource);
   return c.json({
     resource,
-    nodes: result.nodes.map((n) => ("error" in n ? { node: n.node, error: n.error.message } : n)),
+    nodes: result.nodes.map((n) => ("error" in n ? { node: n.node, error: errorCode(n.error) } : n)),
   });
 });
 
-const lockCounter = withLock<AppEnv>({
+const lockCounter = withLock<AppEnv, "/counter/:name/increment">({
   redlock: (c) => client(c.env).redlock,
-  resource: (c) => `counter:${resourceParam(c.req.param("name") ?? "")}`,
+  resource: (c) => `counter:${resourceParam(c.req.param("name"))}`,
   ttlMs: 10_000,
-  // Hundreds of requests queue on one counter in the demo: loopback answers slow down under that
-  // load, so allow each request 2 s rather than the default ttl/10.
-  requestTimeoutMs: 2000,
-  maxAttempts: 10_000,
-  acquireTimeoutMs: 60_000,
-  // Wait while the counter is busy, but give up after 3 attempts when nodes refuse outright:
-  // waiting does not bring a quorum back.
-  retryDelay: ({ attempt, report }) => {
-    const down = report.nodes.filter((n) => n.outcome === "error").length;
-    if (down > report.nodes.length - report.quorum && attempt >= 3) return null;
-    // Full jitter, capped at 1 s: shorter waits only add load (every attempt costs a request
-    // per node) and split the votes more often.
-    return Math.floor(Math.random() * Math.min(1000, 20 * 2 ** attempt));
-  },
+  ...COUNTER_LOCK_WAIT,
 });
 
 app.post(
@@ -130,7 +171,12 @@ app.post(
   async (c, next) => {
     // `?unsafe=1` skips the lock to show what it prevents.
     if (c.req.query("unsafe") === "1") return increment(c.env, resourceParam(c.req.param("name")), false);
-    return lockCounter(c, next);
+    try {
+      return await lockCounter(c, next);
+    } finally {
+      // Cleanup of failed attempts and slow nodes outlives the response, as on the /locks routes.
+      waitUntil(c, client(c.env).redlock.settled());
+    }
   },
   async (c) => {
     const lock = c.get("lock");
@@ -160,6 +206,14 @@ app.onError((error, c) => {
     return c.json({ error: error.code, message: error.message }, error.status);
   }
   if (error instanceof InvalidArgumentError) return c.json({ error: error.code, message: error.message }, 400);
+  if (
+    error instanceof QuorumUnavailableError ||
+    error instanceof AcquireTimeoutError ||
+    error instanceof ValidityExhaustedError
+  ) {
+    c.header("Retry-After", "1");
+    return c.json({ error: error.code, message: "the lock service is unavailable; try again" }, 503);
+  }
   if (error instanceof ConfigError) {
     console.error(`configuration: ${error.message}`);
     return c.json({ error: "CONFIGURATION", message: "the worker is misconfigured" }, 500);
@@ -167,6 +221,24 @@ app.onError((error, c) => {
   console.error(error);
   return c.json({ error: "INTERNAL", message: "internal error" }, 500);
 });
+
+/**
+ * One node's outcome as this API shows it: the node's position name, what it answered, how fast,
+ * and the HTTP status or error code when it failed. Error messages stay in the worker's logs.
+ */
+function nodeView(outcome: NodeOutcome) {
+  return {
+    node: outcome.node,
+    outcome: outcome.outcome,
+    ...(outcome.latencyMs === undefined ? {} : { latencyMs: Math.round(outcome.latencyMs * 10) / 10 }),
+    ...(outcome.status === undefined ? {} : { status: outcome.status }),
+    ...(outcome.error === undefined ? {} : { error: errorCode(outcome.error) }),
+  };
+}
+
+function errorCode(error: Error): string {
+  return "code" in error && typeof error.code === "string" ? error.code : error.name;
+}
 
 /** The deliberately non-atomic read-modify-write: GET, a pause, SET. */
 async function increment(env: Bindings, name: string, locked: boolean): Promise<Response> {

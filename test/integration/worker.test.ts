@@ -110,6 +110,55 @@ describe("the demo worker in workerd", () => {
     expect(JSON.stringify(json)).not.toMatch(/\bat .*\.(ts|js):\d+/);
   });
 
+  it("413 JSON for a body over the limit, before it is parsed (finding 8)", async () => {
+    for (const path of ["/locks/big", "/locks/big/extend"]) {
+      const response = await call("POST", path, JSON.stringify({ ttlMs: 1000, pad: "x".repeat(1024 * 1024) }));
+      expect(response.status).toBe(413);
+      expect(await response.json()).toMatchObject({ error: "BODY_TOO_LARGE" });
+    }
+    // A body without a length (streamed) is cut off at the limit as well. Small enough (24 KiB)
+    // to be written whole before the answer comes, so the early 413 cannot reset the upload.
+    const chunk = new TextEncoder().encode("x".repeat(8 * 1024));
+    let sent = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent++ < 3) controller.enqueue(chunk);
+        else controller.close();
+      },
+    });
+    const streamed = await fetch(`${base}/locks/big`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${SECRET}` },
+      body: stream,
+      duplex: "half",
+    } as RequestInit);
+    expect(streamed.status).toBe(413);
+    // A body within the limit still works.
+    const small = await call("POST", `/locks/${uniqueKey("small").replaceAll(":", "-")}`, { ttlMs: 10_000 });
+    expect({ status: small.status, body: await small.text() }).toMatchObject({ status: 201 });
+  });
+
+  it("answers name nodes by position, never by URL (finding 8)", async () => {
+    const endpoints = inject("nodes");
+    const resource = uniqueKey("urls").replaceAll(":", "-");
+    const bodies: string[] = [];
+    const acquired = await call("POST", `/locks/${resource}`, { ttlMs: 10_000 });
+    const acquiredText = await acquired.text();
+    bodies.push(acquiredText);
+    const { token, nodes } = JSON.parse(acquiredText) as { token: string; nodes: { node: string; outcome: string }[] };
+    expect(nodes.map((n) => n.node)).toEqual(endpoints.map((_, i) => `node-${i + 1}`));
+    bodies.push(await (await call("GET", `/locks/${resource}`)).text());
+    bodies.push(await (await call("POST", `/locks/${resource}/extend`, { token, ttlMs: 10_000 })).text());
+    bodies.push(await (await call("DELETE", `/locks/${resource}`, { token })).text());
+    for (const body of bodies) {
+      for (const { url, token: nodeToken } of endpoints) {
+        expect(body).not.toContain(new URL(url).host);
+        expect(body).not.toContain(nodeToken);
+      }
+      expect(body).not.toMatch(/127\.0\.0\.1|localhost/);
+    }
+  });
+
   it("404 JSON for an unknown route", async () => {
     const response = await call("GET", "/nope");
     expect(response.status).toBe(404);
@@ -131,15 +180,28 @@ describe("the demo worker with its nodes down", () => {
     await cluster?.stop();
   });
 
-  it("503 JSON with Retry-After when no quorum can be formed", async () => {
+  it("503 JSON with Retry-After when no quorum can be formed: acquire, extend, counter (finding 8)", async () => {
+    const headers = { authorization: `Bearer ${SECRET}`, "content-type": "application/json" };
+    const held = await fetch(`${base}/locks/down-lock`, { method: "POST", headers, body: '{"ttlMs":30000}' });
+    expect(held.status).toBe(201);
+    const { token } = (await held.json()) as { token: string };
     await cluster.kill(0);
     await cluster.kill(1);
-    const response = await fetch(`${base}/counter/down/increment`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${SECRET}` },
-    });
-    expect(response.status).toBe(503);
-    expect(response.headers.get("retry-after")).toBe("1");
-    expect(await response.json()).toMatchObject({ error: expect.stringMatching(/QUORUM_UNAVAILABLE|ACQUIRE_TIMEOUT/) });
+    const answers = {
+      counter: await fetch(`${base}/counter/down/increment`, { method: "POST", headers }),
+      acquire: await fetch(`${base}/locks/down-other`, { method: "POST", headers, body: '{"ttlMs":30000}' }),
+      extend: await fetch(`${base}/locks/down-lock/extend`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ token, ttlMs: 30_000 }),
+      }),
+    };
+    for (const [route, response] of Object.entries(answers)) {
+      expect({ route, status: response.status }).toEqual({ route, status: 503 });
+      expect(response.headers.get("retry-after")).toBe("1");
+      expect(await response.json()).toMatchObject({
+        error: expect.stringMatching(/QUORUM_UNAVAILABLE|ACQUIRE_TIMEOUT|EXTEND_FAILED/),
+      });
+    }
   }, 60_000);
 });

@@ -1,108 +1,166 @@
 /**
- * Starts the local nodes and the demo worker under `wrangler dev` (offline, telemetry off), and
- * stops both. Used by `npm run demo` and `npm run dev`.
+ * Starts the local nodes and the demo worker (workerd through Miniflare, in a child process of its
+ * own: see worker-host.ts), and stops both. Used by `npm run demo` and `npm run dev`.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type NodeCluster, startNodes } from "../nodes/index.js";
+import type { WorkerHostReady, WorkerHostRequest } from "./worker-host.js";
 
 export interface DemoStack {
-  /** The tail of wrangler dev's output. */
+  /** The tail of the worker host's output (workerd's logs). */
   output(): string;
   readonly cluster: NodeCluster;
   /** The worker's base URL. */
   readonly url: string;
   /** The worker's API secret (Bearer). */
   readonly secret: string;
+  /** DevTools inspector URL, when started with `inspector: true`. */
+  readonly inspectorUrl: string | undefined;
+  /** PID of the worker host process (its process group holds every workerd it started). */
+  readonly workerPid: number;
+  /** Stops the worker (and its workerd processes) by PID, then the nodes. Idempotent. */
   stop(): Promise<void>;
 }
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+/** Options of {@link startDemoStack}. */
+export interface DemoStackOptions {
+  /**
+   * Number of local nodes.
+   * @default 5
+   */
+  nodes?: number;
+  /**
+   * Port of the worker; 0 picks a free one.
+   * @default 0
+   */
+  port?: number;
+  /**
+   * Open workerd's DevTools inspector on 127.0.0.1:9229 (directly, no proxy in between). With
+   * DevTools attached every outgoing request of the worker becomes an event: for stepping through
+   * a few requests, not for load.
+   * @default false
+   */
+  inspector?: boolean;
+}
 
-export async function startDemoStack(options: { nodes?: number } = {}): Promise<DemoStack> {
+const STARTUP_TIMEOUT_MS = 60_000;
+const STOP_GRACE_MS = 5_000;
+const HOST_SCRIPT = fileURLToPath(new URL("./worker-host.ts", import.meta.url));
+
+export async function startDemoStack(options: DemoStackOptions = {}): Promise<DemoStack> {
   const cluster = await startNodes({ count: options.nodes ?? 5 });
   const secret = randomBytes(16).toString("hex");
-  const dir = mkdtempSync(join(tmpdir(), "edge-redlock-demo-"));
-  const envFile = join(dir, ".env");
-  const nodes = cluster.nodes.map(({ url, token }) => ({ url, token }));
-  writeFileSync(envFile, `REDLOCK_NODES='${JSON.stringify(nodes)}'\nAPI_SECRET=${secret}\n`);
-  const port = await freePort();
-  const wranglerBin = join(
-    dirname(createRequire(import.meta.url).resolve("wrangler/package.json")),
-    "bin",
-    "wrangler.js",
-  );
-  const wrangler = spawn(
-    process.execPath,
-    [
-      wranglerBin,
-      "dev",
-      "--port",
-      String(port),
-      "--ip",
-      "127.0.0.1",
-      "--env-file",
-      envFile,
-      "--show-interactive-dev-session=false",
-      "--log-level",
-      "warn",
-    ],
-    {
-      cwd: root,
-      // Its own process group, so stopping it also stops the workerd it starts.
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: {
-        ...process.env,
-        WRANGLER_SEND_METRICS: "false",
-        CLOUDFLARE_CF_FETCH_ENABLED: "false",
-        WRANGLER_SEND_ERROR_REPORTS: "false",
-        WRANGLER_HIDE_BANNER: "true",
-      },
-    },
-  );
-  // Keep the tail of wrangler's output for error messages, bounded.
+  const host = spawnHost();
   let output = "";
   const keep = (chunk: Buffer) => {
     output = (output + chunk.toString()).slice(-16_384);
   };
-  wrangler.stdout?.on("data", keep);
-  wrangler.stderr?.on("data", keep);
-  // Even if this process dies on an uncaught error, take wrangler's process group with it.
-  const killGroup = () => {
-    try {
-      if (wrangler.pid !== undefined && wrangler.exitCode === null) process.kill(-wrangler.pid, "SIGKILL");
-    } catch {
-      // Already gone.
-    }
-  };
+  host.stderr?.on("data", keep);
+  // Even if this process dies on an uncaught error, take the host's process group with it.
+  const killGroup = () => signalGroup(host, "SIGKILL");
   process.once("exit", killGroup);
-  const url = `http://127.0.0.1:${port}`;
-  const stop = async () => {
-    await stopGroup(wrangler);
-    process.removeListener("exit", killGroup);
-    await cluster.stop();
-    rmSync(dir, { recursive: true, force: true });
+
+  let stopped: Promise<void> | undefined;
+  const stop = () => {
+    stopped ??= (async () => {
+      await stopHost(host);
+      process.removeListener("exit", killGroup);
+      await cluster.stop();
+    })();
+    return stopped;
   };
+
   try {
-    await waitForWorker(url, secret, wrangler, () => output);
+    const request: WorkerHostRequest = {
+      bindings: {
+        REDLOCK_NODES: JSON.stringify(cluster.nodes.map(({ url, token }) => ({ url, token }))),
+        API_SECRET: secret,
+      },
+      port: options.port ?? 0,
+      inspector: options.inspector ?? false,
+    };
+    host.stdin?.write(`${JSON.stringify(request)}\n`);
+    const ready = await waitForReady(host, keep, () => output);
+    await waitForWorker(ready.url, secret, host, () => output);
+    return {
+      cluster,
+      url: ready.url,
+      secret,
+      inspectorUrl: ready.inspectorUrl,
+      workerPid: host.pid as number,
+      stop,
+      output: () => output,
+    };
   } catch (error) {
     await stop();
     throw error;
   }
-  return { cluster, url, secret, stop, output: () => output };
 }
 
-async function waitForWorker(url: string, secret: string, child: ChildProcess, output: () => string): Promise<void> {
-  const deadline = Date.now() + 60_000;
+function spawnHost(): ChildProcess {
+  const tsx = createRequire(import.meta.url).resolve("tsx");
+  return spawn(process.execPath, ["--import", tsx, HOST_SCRIPT], {
+    // Its own process group: stopping it by PID also stops the workerd processes it starts.
+    detached: true,
+    stdio: ["pipe", "pipe", "pipe"],
+    env: {
+      ...process.env,
+      WRANGLER_SEND_METRICS: "false",
+      CLOUDFLARE_CF_FETCH_ENABLED: "false",
+      WRANGLER_SEND_ERROR_REPORTS: "false",
+      WRANGLER_HIDE_BANNER: "true",
+    },
+  });
+}
+
+/** Reads the host's stdout until its ready line; everything else is kept as output. */
+function waitForReady(
+  host: ChildProcess,
+  keep: (chunk: Buffer) => void,
+  output: () => string,
+): Promise<WorkerHostReady> {
+  return new Promise((resolve, reject) => {
+    let pending = "";
+    const timer = setTimeout(
+      () => fail(new Error(`the worker did not start within 60 s:\n${output()}`)),
+      STARTUP_TIMEOUT_MS,
+    );
+    const onExit = (code: number | null) => fail(new Error(`the worker host exited (${code}):\n${output()}`));
+    const onData = (chunk: Buffer) => {
+      keep(chunk);
+      pending += chunk.toString();
+      for (let newline = pending.indexOf("\n"); newline !== -1; newline = pending.indexOf("\n")) {
+        const line = pending.slice(0, newline);
+        pending = pending.slice(newline + 1);
+        if (!line.startsWith('{"url"')) continue;
+        cleanup();
+        // Keep draining stdout (wrangler's log lines) so the host never blocks on a full pipe.
+        host.stdout?.on("data", keep);
+        resolve(JSON.parse(line) as WorkerHostReady);
+        return;
+      }
+    };
+    const fail = (error: Error) => {
+      cleanup();
+      reject(error);
+    };
+    const cleanup = () => {
+      clearTimeout(timer);
+      host.stdout?.off("data", onData);
+      host.off("exit", onExit);
+    };
+    host.stdout?.on("data", onData);
+    host.once("exit", onExit);
+  });
+}
+
+async function waitForWorker(url: string, secret: string, host: ChildProcess, output: () => string): Promise<void> {
+  const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`wrangler dev exited (${child.exitCode}):\n${output()}`);
+    if (host.exitCode !== null) throw new Error(`the worker host exited (${host.exitCode}):\n${output()}`);
     try {
       const response = await fetch(`${url}/counter/ping`, { headers: { authorization: `Bearer ${secret}` } });
       if (response.status === 200) return;
@@ -111,36 +169,28 @@ async function waitForWorker(url: string, secret: string, child: ChildProcess, o
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
-  throw new Error(`wrangler dev did not answer within 60 s:\n${output()}`);
+  throw new Error(`the worker did not answer within 60 s:\n${output()}`);
 }
 
-async function stopGroup(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.pid === undefined) return;
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  try {
-    process.kill(-child.pid, "SIGTERM");
-  } catch {
-    return;
+/** Closes the host's stdin (it disposes the worker and exits); SIGKILLs its group after a grace period. */
+async function stopHost(host: ChildProcess): Promise<void> {
+  if (host.pid === undefined) return;
+  if (host.exitCode === null && host.signalCode === null) {
+    const exited = new Promise((resolve) => host.once("exit", resolve));
+    host.stdin?.end();
+    const timer = setTimeout(() => signalGroup(host, "SIGKILL"), STOP_GRACE_MS);
+    await exited;
+    clearTimeout(timer);
   }
-  // wrangler dev does not always honour SIGTERM while its runtime is busy.
-  const timer = setTimeout(() => {
-    try {
-      process.kill(-(child.pid as number), "SIGKILL");
-    } catch {
-      // Already gone.
-    }
-  }, 2000);
-  await exited;
-  clearTimeout(timer);
+  // The host is gone; make sure nothing it started outlives it in its group.
+  signalGroup(host, "SIGKILL");
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
+function signalGroup(host: ChildProcess, signal: NodeJS.Signals): void {
+  if (host.pid === undefined) return;
+  try {
+    process.kill(-host.pid, signal);
+  } catch {
+    // The group is already empty.
+  }
 }

@@ -19,6 +19,11 @@ export interface BridgeAppOptions {
   maxBodyBytes: number;
   /** Read on every request: the fault-injection delay currently configured. */
   delay: () => { ms: number; phase: DelayPhase };
+  /**
+   * Let administration commands (SHUTDOWN, CONFIG, DEBUG, …) through; see `unavailableReason`.
+   * @default false
+   */
+  allowAdminCommands?: boolean;
 }
 
 type PerCommand = { result: JsonValue } | { error: string };
@@ -34,6 +39,7 @@ const ROUTES = ["/", "/pipeline", "/multi-exec"] as const;
 export function createBridgeApp(options: BridgeAppOptions): Hono {
   const app = new Hono();
   const isAuthorized = createTokenCheck(options.token);
+  const refusal = (command: RedisCommand) => unavailableReason(command, options.allowAdminCommands ?? false);
 
   const delay: MiddlewareHandler = async (_c, next) => {
     const { ms, phase } = options.delay();
@@ -70,7 +76,8 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
 
   app.on(["POST", "PUT"], "/", auth, limit, async (c) => {
     const command = toRedisCommand(await readJson(c));
-    rejectUnavailable(command);
+    const refused = refusal(command);
+    if (refused) throw badRequest(refused);
     const outcome = await options.runner.single(command);
     if (!outcome.ok) return c.json({ error: outcome.error }, 400);
     return c.json({ result: encodeReply(outcome.reply, wantsBase64(c)) });
@@ -80,7 +87,7 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
     const commands = toRedisCommands(await readJson(c), "pipeline");
     // An unavailable command fails on its own, like any other failing pipeline element; the
     // others still run (auto-pipelining in @upstash/redis batches unrelated commands together).
-    const refusals = commands.map(unavailableReason);
+    const refusals = commands.map((command) => refusal(command));
     const runnable = commands.filter((_, i) => refusals[i] === undefined);
     const ran = runnable.length > 0 ? await options.runner.pipeline(runnable) : [];
     let next = 0;
@@ -93,9 +100,9 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
   app.on(["POST", "PUT"], "/multi-exec", auth, limit, async (c) => {
     const commands = toRedisCommands(await readJson(c), "transaction");
     commands.forEach((command, i) => {
-      const refusal = unavailableReason(command);
-      if (refusal)
-        throw badRequest(`EXECABORT Transaction discarded because of previous errors. (command ${i + 1}: ${refusal})`);
+      const refused = refusal(command);
+      if (refused)
+        throw badRequest(`EXECABORT Transaction discarded because of previous errors. (command ${i + 1}: ${refused})`);
     });
     const tx = await options.runner.transaction(commands);
     if (tx.aborted) return c.json({ error: tx.error }, 400);
@@ -134,11 +141,6 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
 
 async function readJson(c: Context): Promise<unknown> {
   return parseJsonBody(await c.req.text());
-}
-
-function rejectUnavailable(command: RedisCommand): void {
-  const refusal = unavailableReason(command);
-  if (refusal) throw badRequest(refusal);
 }
 
 function wantsBase64(c: Context): boolean {

@@ -24,6 +24,13 @@ export interface BridgeOptions {
   commandTimeoutMs?: number;
   /** Receives diagnostics (Redis connection errors and reconnects). Silent when omitted. */
   log?: (message: string) => void;
+  /**
+   * Serve administration commands (SHUTDOWN, CONFIG, DEBUG, CLIENT, SCRIPT KILL, …), which the
+   * bridge refuses like Upstash does. Only for a test that needs one: any client holding the token
+   * could then stop or reconfigure the redis-server.
+   * @default false
+   */
+  allowAdminCommands?: boolean;
 }
 
 /** A running bridge. */
@@ -63,6 +70,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     runner: backend,
     maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024,
     delay: () => delay,
+    allowAdminCommands: options.allowAdminCommands ?? false,
   });
   const server = createAdaptorServer({ fetch: app.fetch, hostname: host });
 

@@ -1,9 +1,10 @@
 /**
  * `tsx tools/rest-bridge/cli.ts --redis-port 6379 [--redis-host 127.0.0.1] [--port 8080]
- *   [--host 127.0.0.1] [--token T] [--verbose]`
+ *   [--host 127.0.0.1] [--token T] [--allow-admin-commands] [--verbose]`
  *
  * Runs one bridge in front of an already running redis-server until Ctrl-C / SIGTERM. The token
- * comes from --token, else $BRIDGE_TOKEN, else a random one (printed).
+ * comes from --token, else $BRIDGE_TOKEN, else a random one (printed). Administration commands
+ * (SHUTDOWN, CONFIG, DEBUG, …) are refused unless --allow-admin-commands is given.
  */
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
@@ -11,7 +12,7 @@ import { startBridge } from "./bridge.js";
 
 function usage(): never {
   process.stderr.write(
-    "usage: tsx tools/rest-bridge/cli.ts --redis-port N [--redis-host H] [--port N] [--host H] [--token T] [--verbose]\n",
+    "usage: tsx tools/rest-bridge/cli.ts --redis-port N [--redis-host H] [--port N] [--host H] [--token T] [--allow-admin-commands] [--verbose]\n",
   );
   process.exit(2);
 }
@@ -34,6 +35,7 @@ async function main(): Promise<void> {
       port: { type: "string", default: "0" },
       host: { type: "string", default: "127.0.0.1" },
       token: { type: "string" },
+      "allow-admin-commands": { type: "boolean", default: false },
       verbose: { type: "boolean", short: "v", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -48,6 +50,7 @@ async function main(): Promise<void> {
     token,
     host: values.host,
     port: toPort(values.port, "port") ?? 0,
+    allowAdminCommands: values["allow-admin-commands"],
     ...(values.verbose ? { log: (message: string) => process.stderr.write(`${message}\n`) } : {}),
   });
   process.stdout.write(`bridge listening: url=${bridge.url} token=${token}\npress Ctrl-C to stop\n`);

@@ -109,11 +109,52 @@ const UNAVAILABLE = new Set([
   "waitaof",
 ]);
 
+// Server administration, replication, script and function control, client control and cluster
+// commands: Upstash's REST API serves none of them (its compatibility table lists, of the server
+// group, only ACL, DBSIZE, FLUSHALL, FLUSHDB and TIME, and of scripting only EVAL, EVALSHA and
+// SCRIPT EXISTS / LOAD / FLUSH). Through a bridge any client holding the token could otherwise
+// SHUTDOWN its redis-server, reconfigure it, make it a replica of another host, pause every client
+// or freeze the server (DEBUG SLEEP). ACL is refused too: Upstash serves it on its own users, but
+// here `ACL SETUSER default off` would lock the bridge out of its server. Refused unless the
+// bridge was started with `allowAdminCommands`, for a test that needs one of them.
+const ADMIN = new Set([
+  "shutdown",
+  "config",
+  "debug",
+  "save",
+  "bgsave",
+  "bgrewriteaof",
+  "replicaof",
+  "slaveof",
+  "failover",
+  "migrate",
+  "module",
+  "acl",
+  "client",
+  "cluster",
+  "readonly",
+  "readwrite",
+  "asking",
+  "function",
+  "fcall",
+  "fcall_ro",
+  "slowlog",
+  "latency",
+  "pfdebug",
+  "pfselftest",
+]);
+
+/** SCRIPT subcommands Upstash serves; the others (KILL, DEBUG) are admin commands. */
+const SCRIPT_SUBCOMMANDS = new Set(["exists", "load", "flush"]);
+
 /**
  * Returns an error message when the command cannot be served through the REST bridge, or
  * `undefined` when it may be sent to Redis. The text mirrors Upstash's historical wording.
+ *
+ * @param allowAdminCommands - let administration commands through (see `ADMIN`). Commands that
+ *   would hijack or block the bridge's one shared connection stay refused regardless.
  */
-export function unavailableReason(command: RedisCommand): string | undefined {
+export function unavailableReason(command: RedisCommand, allowAdminCommands = false): string | undefined {
   const [spelled, ...args] = command;
   const name = spelled?.toLowerCase() ?? "";
   const lowerArgs = args.map((a) => a.toLowerCase());
@@ -124,5 +165,15 @@ export function unavailableReason(command: RedisCommand): string | undefined {
     UNAVAILABLE.has(name) ||
     (name === "client" && lowerArgs[0] === "reply") ||
     ((name === "xread" || name === "xreadgroup") && options.includes("block"));
-  return blocked ? `ERR Command is not available: '${name}'` : undefined;
+  if (blocked) return `ERR Command is not available: '${name}'`;
+  if (allowAdminCommands) return undefined;
+  if (ADMIN.has(name)) return adminRefusal(name);
+  if (name === "script" && !SCRIPT_SUBCOMMANDS.has(lowerArgs[0] ?? "")) {
+    return adminRefusal(`script${lowerArgs[0] ? ` ${lowerArgs[0]}` : ""}`);
+  }
+  return undefined;
+}
+
+function adminRefusal(name: string): string {
+  return `ERR Command is not available: '${name}' (an admin command: the bridge runs it only when started with --allow-admin-commands)`;
 }

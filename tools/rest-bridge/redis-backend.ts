@@ -51,8 +51,12 @@ class RawCommand extends Command {
  */
 export class RedisBackend implements CommandRunner {
   private readonly client: Redis;
+  private readonly options: RedisBackendOptions;
+  /** The connection sending SCRIPT KILL, while one is under way. */
+  private killer: Redis | undefined;
 
   constructor(options: RedisBackendOptions) {
+    this.options = options;
     const log = options.log;
     this.client = new Redis({
       host: options.host,
@@ -115,14 +119,64 @@ export class RedisBackend implements CommandRunner {
   /** Closes the connection at once; pending commands fail. */
   close(): void {
     this.client.disconnect(false);
+    this.killer?.disconnect(false);
   }
 
   private send(command: RedisCommand): Promise<RedisReply> {
     const [name, ...args] = command;
     const raw = new RawCommand(name as string, args);
-    return this.client.sendCommand(raw) as Promise<RedisReply>;
+    const reply = this.client.sendCommand(raw) as Promise<RedisReply>;
+    if (SCRIPT_COMMANDS.has((name as string).toLowerCase())) {
+      reply.catch((err: unknown) => {
+        if (err instanceof Error && err.message === "Command timed out") this.killBusyScript();
+      });
+    }
+    return reply;
+  }
+
+  /**
+   * A script still running past the command deadline blocks the whole redis-server (every other
+   * client gets BUSY) until it ends: a client could freeze a node with `while true do end`.
+   * Send SCRIPT KILL on a connection of its own (the bridge's is waiting for the script's reply).
+   * Redis serves it once the script has run for its busy-reply-threshold (5 s by default). A
+   * script that already wrote cannot be killed (UNKILLABLE): that node needs a restart.
+   */
+  private killBusyScript(): void {
+    if (this.killer) return;
+    const { host, port, log } = this.options;
+    const killer = new Redis({
+      host,
+      port,
+      protocol: 2,
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      // One try: a server that is gone or stopped (SIGSTOP in fault tests) is not waited for.
+      retryStrategy: () => null,
+      // The ready check (INFO) would get BUSY: the server is, after all, running a script.
+      enableReadyCheck: false,
+      connectTimeout: 2_000,
+      // Redis serves SCRIPT KILL only after the script's busy-reply-threshold (5 s by default).
+      commandTimeout: 15_000,
+      disableClientInfo: true,
+    });
+    this.killer = killer;
+    killer.on("error", () => {});
+    killer
+      .connect()
+      .then(() => killer.call("SCRIPT", "KILL"))
+      .then(
+        () => log?.(`redis ${host}:${port}: killed a script that ran past the command deadline`),
+        (err: Error) => log?.(`redis ${host}:${port}: SCRIPT KILL failed: ${err.message}`),
+      )
+      .finally(() => {
+        killer.disconnect(false);
+        if (this.killer === killer) this.killer = undefined;
+      });
   }
 }
+
+/** Commands that run a Lua script, which blocks the server while it runs. */
+const SCRIPT_COMMANDS = new Set(["eval", "evalsha", "eval_ro", "evalsha_ro"]);
 
 /**
  * Turns settled sends into outcomes. A Redis error reply is an ordinary outcome; anything else
