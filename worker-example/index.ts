@@ -32,27 +32,6 @@ const MAX_TTL_MS = 60_000;
  */
 const MAX_BODY_BYTES = 16 * 1024;
 
-/**
- * How the counter route waits for its lock, tuned by hand until contention handling lands in the
- * library: then the demo switches to the library's defaults and this constant goes away.
- *
- * Hundreds of requests queue on one counter in the demo. Loopback answers slow down under that
- * load, so each request gets 2 s rather than the default ttl/10; waiting is bounded by a 60 s
- * deadline instead of 10 attempts; and the backoff is full jitter capped at 1 s, giving up after
- * 3 attempts when nodes refuse outright (waiting does not bring a quorum back).
- */
-const COUNTER_LOCK_WAIT = {
-  requestTimeoutMs: 2000,
-  maxAttempts: 10_000,
-  acquireTimeoutMs: 60_000,
-  retryDelay: ({ attempt, report }) => {
-    const down = report.nodes.filter((n) => n.outcome === "error").length;
-    if (down > report.nodes.length - report.quorum && attempt >= 3) return null;
-    // Shorter waits only add load (every attempt costs a request per node) and split the votes.
-    return Math.floor(Math.random() * Math.min(1000, 20 * 2 ** attempt));
-  },
-} satisfies Partial<WithLockOptions<AppEnv, "/counter/:name/increment">>;
-
 /** One client per set of bindings (per isolate), built on first use. */
 const clients = new WeakMap<object, { redlock: Redlock; store: RedisNode }>();
 function client(env: Bindings) {
@@ -162,8 +141,8 @@ app.get("/locks/:resource", async (c) => {
 const lockCounter = withLock<AppEnv, "/counter/:name/increment">({
   redlock: (c) => client(c.env).redlock,
   resource: (c) => `counter:${resourceParam(c.req.param("name"))}`,
+  // The library's default waiting: requests queue at the counter's gate node and take turns.
   ttlMs: 10_000,
-  ...COUNTER_LOCK_WAIT,
 });
 
 app.post(
