@@ -5,10 +5,12 @@
  * Every route needs `Authorization: Bearer <API_SECRET>`. See the README for the API.
  */
 import { Hono } from "hono";
-import { type LockVariables, type WithLockOptions, withLock } from "../src/hono/index.js";
+import { type LockVariables, withLock } from "../src/hono/index.js";
 import {
   AcquireTimeoutError,
   ExtendError,
+  FencingError,
+  fencedWriteScript,
   InvalidArgumentError,
   LockLostError,
   type NodeOutcome,
@@ -33,7 +35,7 @@ const MAX_TTL_MS = 60_000;
 const MAX_BODY_BYTES = 16 * 1024;
 
 /** One client per set of bindings (per isolate), built on first use. */
-const clients = new WeakMap<object, { redlock: Redlock; store: RedisNode }>();
+const clients = new WeakMap<object, { redlock: Redlock; fenced: Redlock; store: RedisNode }>();
 function client(env: Bindings) {
   let entry = clients.get(env);
   if (!entry) {
@@ -42,6 +44,9 @@ function client(env: Bindings) {
     const nodes = nodesFromEnv(env).map((node, i) => ({ ...node, id: `node-${i + 1}` }));
     entry = {
       redlock: new Redlock({ nodes }),
+      // The fenced counter's locks carry fencing tokens; they live under their own key prefix
+      // (fencing is for every lock of a prefix or for none).
+      fenced: new Redlock({ nodes, fencing: true, keyPrefix: "fenced:" }),
       // The counter lives on the first node: any Redis would do, the lock is what is shown.
       store: restNode(nodes[0] as { url: string; token: string; id: string }),
     };
@@ -165,6 +170,60 @@ app.post(
   },
 );
 
+const lockFencedCounter = withLock<AppEnv, "/fenced-counter/:name/increment">({
+  redlock: (c) => client(c.env).fenced,
+  resource: (c) => `counter:${resourceParam(c.req.param("name"))}`,
+  ttlMs: 10_000,
+});
+
+// Once per deployment: mark the nodes for fencing. Refused (409) when it was done before.
+app.post("/fencing/initialize", async (c) => {
+  try {
+    const result = await client(c.env).fenced.initializeFencing();
+    return c.json({ initialized: result.initialized });
+  } catch (error) {
+    if (error instanceof FencingError && error.code === "FENCING_INIT_REFUSED") {
+      return c.json({ error: error.code, message: "fencing was initialised before, or a node is unreachable" }, 409);
+    }
+    throw error;
+  }
+});
+
+app.post(
+  "/fenced-counter/:name/increment",
+  async (c, next) => {
+    try {
+      return await lockFencedCounter(c, next);
+    } finally {
+      waitUntil(c, client(c.env).fenced.settled());
+    }
+  },
+  async (c) => {
+    const lock = c.get("lock");
+    return fencedIncrement(c.env, resourceParam(c.req.param("name")), lock.fence as string, lock.token);
+  },
+);
+
+/**
+ * The same increment, but the write is checked against the lock's fencing token by the store, in
+ * one script: a holder whose token is older than the last accepted one (it paused past its lease)
+ * is refused with 409 instead of overwriting a newer value.
+ */
+async function fencedIncrement(env: Bindings, name: string, fence: string, token: string): Promise<Response> {
+  const { store } = client(env);
+  const key = counterKey(name);
+  const value = Number((await store.command(["GET", key], AbortSignal.timeout(5000))) ?? 0);
+  await new Promise((resolve) => setTimeout(resolve, 2));
+  const reply = await store.command(
+    ["EVAL", fencedWriteScript.source, 2, `${key}:fence`, key, fence, token, value + 1],
+    AbortSignal.timeout(5000),
+  );
+  if (!Array.isArray(reply) || reply[0] !== 1) {
+    throw new HttpError(409, "STALE_FENCE", "the write carried an older fencing token than the last accepted one");
+  }
+  return Response.json({ name, value: value + 1, fence });
+}
+
 app.get("/counter/:name", async (c) => {
   const name = resourceParam(c.req.param("name"));
   const value = await client(c.env).store.command(["GET", counterKey(name)], AbortSignal.timeout(5000));
@@ -173,7 +232,7 @@ app.get("/counter/:name", async (c) => {
 
 app.delete("/counter/:name", async (c) => {
   const name = resourceParam(c.req.param("name"));
-  await client(c.env).store.command(["DEL", counterKey(name)], AbortSignal.timeout(5000));
+  await client(c.env).store.command(["DEL", counterKey(name), `${counterKey(name)}:fence`], AbortSignal.timeout(5000));
   return c.json({ name, value: 0 });
 });
 
@@ -185,6 +244,10 @@ app.onError((error, c) => {
     return c.json({ error: error.code, message: error.message }, error.status);
   }
   if (error instanceof InvalidArgumentError) return c.json({ error: error.code, message: error.message }, 400);
+  if (error instanceof FencingError) {
+    c.header("Retry-After", "1");
+    return c.json({ error: error.code, message: "fencing is not initialised: POST /fencing/initialize once" }, 503);
+  }
   if (
     error instanceof QuorumUnavailableError ||
     error instanceof AcquireTimeoutError ||

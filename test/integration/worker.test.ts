@@ -59,6 +59,27 @@ describe("the demo worker in workerd", () => {
     expect(value).toBeLessThan(REQUESTS);
   });
 
+  it("the fenced counter: initialise once (a second time is refused), then every write carries a larger fence", async () => {
+    const name = uniqueKey("fenced").replaceAll(":", "-");
+    const before = await call("POST", `/fenced-counter/${name}/increment`);
+    // Another test may have initialised these nodes already; either way the second call is refused.
+    if (before.status === 503) expect(((await before.json()) as { error: string }).error).toBe("FENCING_UNINITIALIZED");
+    const first = await call("POST", "/fencing/initialize");
+    expect([200, 409]).toContain(first.status);
+    expect((await call("POST", "/fencing/initialize")).status).toBe(409);
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => call("POST", `/fenced-counter/${name}/increment`)),
+    );
+    expect(answers.map((r) => r.status)).toEqual(Array(20).fill(200));
+    const bodies = (await Promise.all(answers.map((r) => r.json()))) as { value: number; fence: string }[];
+    // In the order the writes were applied (the counter's value), the fences strictly increase.
+    const byValue = [...bodies].sort((a, b) => a.value - b.value);
+    expect(byValue.map((b) => b.value).slice(-1)[0]).toBe(bodies.length + (before.status === 200 ? 1 : 0));
+    for (let i = 1; i < byValue.length; i++) {
+      expect(BigInt(byValue[i]!.fence) > BigInt(byValue[i - 1]!.fence)).toBe(true);
+    }
+  });
+
   it("locks as a service: acquire 201, a second acquire 409, inspect, extend, release", async () => {
     const resource = uniqueKey("svc").replaceAll(":", "-");
     const first = await call("POST", `/locks/${resource}`, { ttlMs: 10_000 });
