@@ -6,25 +6,15 @@
  * - under random extensions and delays, every claimed deadline stays within the keys' expiry on a
  *   quorum (the invariant of test/integration/support/claims.ts).
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Redlock } from "../../src/index.js";
-import { type NodeCluster, startNodes } from "../../tools/nodes/index.js";
 import { auditClaim, expectClaimHolds } from "./support/claims.js";
 import { raw, uniqueKey } from "./support/nodes.js";
+import { useOwnCluster } from "./support/own-cluster.js";
 
-let cluster: NodeCluster;
-const endpoints = () => cluster.nodes.map(({ url, token }) => ({ url, token }));
+const nodesOf = useOwnCluster();
+const endpoints = () => nodesOf().nodes.map(({ url, token }) => ({ url, token }));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-beforeAll(async () => {
-  cluster = await startNodes({ count: 5 });
-}, 60_000);
-afterAll(async () => {
-  await cluster?.stop();
-});
-afterEach(() => {
-  for (let i = 0; i < 5; i++) cluster.setDelay(i, 0);
-});
 
 describe("a shortened extension", () => {
   it("claims the new, shorter deadline: no other client can acquire while the lock still claims validity", async () => {
@@ -53,12 +43,12 @@ describe("a failed attempt leaves no key behind", () => {
   it("when the cleanup meets a cold script cache on slow nodes (EVALSHA, NOSCRIPT, then EVAL)", async () => {
     const key = uniqueKey("cold");
     // Restarted nodes are empty, with an empty script cache.
-    await Promise.all([0, 1, 2].map((i) => cluster.restart(i)));
-    for (const i of [0, 1, 2]) cluster.setDelay(i, 300, "response");
+    await Promise.all([0, 1, 2].map((i) => nodesOf().restart(i)));
+    for (const i of [0, 1, 2]) nodesOf().setDelay(i, 300, "response");
     const redlock = new Redlock({ nodes: endpoints(), requestTimeoutMs: 100, maxAttempts: 1 });
     await expect(redlock.acquire(key, 3000)).rejects.toMatchObject({ code: "QUORUM_UNAVAILABLE" });
     await redlock.settled();
-    for (let i = 0; i < 5; i++) cluster.setDelay(i, 0);
+    for (let i = 0; i < 5; i++) nodesOf().setDelay(i, 0);
     expect(await keysLeft(key)).toEqual([null, null, null, null, null]);
     const other = new Redlock({ nodes: endpoints(), maxAttempts: 1 });
     const lock = await other.tryAcquire(key, 3000);
@@ -117,7 +107,7 @@ describe("claims under random extensions and delays", () => {
     for (let round = 0; round < 6; round++) {
       // A different minority of slow nodes each round, in either phase.
       for (let i = 0; i < 5; i++)
-        cluster.setDelay(i, i < 2 ? Math.floor(random() * 60) : 0, random() < 0.5 ? "request" : "response");
+        nodesOf().setDelay(i, i < 2 ? Math.floor(random() * 60) : 0, random() < 0.5 ? "request" : "response");
       const lock = await redlock.acquire(key, 400 + Math.floor(random() * 2600));
       await expectClaimHolds(endpoints(), lock);
       audits++;

@@ -2,27 +2,17 @@
  * Waiting for a held lock, against real nodes. Requests are counted per node by an injected
  * `fetch`, independently of what the library reports.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { gateIndex } from "../../src/gate.js";
 import { Redlock } from "../../src/index.js";
 import { gateScript } from "../../src/scripts/gate.js";
-import { type NodeCluster, startNodes } from "../../tools/nodes/index.js";
 import { expectClaimHolds } from "./support/claims.js";
 import { uniqueKey } from "./support/nodes.js";
+import { useOwnCluster } from "./support/own-cluster.js";
 
-let cluster: NodeCluster;
-const endpoints = () => cluster.nodes.map(({ url, token }) => ({ url, token }));
+const nodesOf = useOwnCluster();
+const endpoints = () => nodesOf().nodes.map(({ url, token }) => ({ url, token }));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-beforeAll(async () => {
-  cluster = await startNodes({ count: 5 });
-}, 60_000);
-afterAll(async () => {
-  await cluster?.stop();
-});
-afterEach(() => {
-  for (let i = 0; i < 5; i++) cluster.setDelay(i, 0);
-});
 
 /** Nodes whose requests are counted, per node, as they are sent; `gatePolls` counts the gate script. */
 function countedNodes() {
@@ -79,7 +69,7 @@ describe("while the lock is held elsewhere", () => {
     const gate = gateIndex([key], 5);
     const holder = new Redlock({ nodes: endpoints() });
     const lock = await holder.acquire(key, 3000);
-    cluster.pause(gate);
+    nodesOf().pause(gate);
     try {
       const { nodes, gatePolls } = countedNodes();
       const waiter = new Redlock({ nodes, requestTimeoutMs: 300 });
@@ -92,7 +82,7 @@ describe("while the lock is held elsewhere", () => {
       expect(acquired.acquireReport.nodes[gate]?.outcome).not.toBe("acquired");
       await acquired.release();
     } finally {
-      cluster.resume(gate);
+      nodesOf().resume(gate);
     }
   });
 
@@ -101,7 +91,7 @@ describe("while the lock is held elsewhere", () => {
     const gate = gateIndex([key], 5);
     const holder = new Redlock({ nodes: endpoints() });
     const lock = await holder.acquire(key, 4000);
-    await cluster.restart(gate);
+    await nodesOf().restart(gate);
     const { nodes, counts } = countedNodes();
     const waiter = new Redlock({ nodes });
     const waiting = waiter.acquire(key, 4000);

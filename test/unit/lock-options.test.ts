@@ -2,30 +2,16 @@
  * A lock carries the options it was acquired with for its whole life (per-call options included),
  * and offers a local check before a side effect.
  */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { LockLostError, Redlock, type RedlockOptions } from "../../src/index.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
+import { run, useFakeTime } from "./support/fake-time.js";
 
 function client(nodes: FakeNode[], options: RedlockOptions = {}) {
   return new Redlock({ nodes, clock: fakeClock, retryDelay: () => 50, ...options });
 }
 
-async function run<T>(promise: Promise<T>, stepMs = 1, maxMs = 60_000): Promise<T> {
-  let done = false;
-  const tracked = promise.finally(() => {
-    done = true;
-  });
-  tracked.catch(() => {});
-  for (let t = 0; !done && t < maxMs; t += stepMs) await vi.advanceTimersByTimeAsync(stepMs);
-  return tracked;
-}
-
-beforeEach(() => {
-  vi.useFakeTimers({ now: 1_000_000 });
-});
-afterEach(() => {
-  vi.useRealTimers();
-});
+useFakeTime();
 
 /** Counts the extension scripts each node received. */
 function extensionsSent(node: FakeNode): number {

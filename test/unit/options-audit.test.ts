@@ -3,7 +3,7 @@
  * that return nonsense, a time budget that must lift the attempt count, the attempts of a
  * configuration error, a finite verify() result, and a settled() that always ends.
  */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   AcquireTimeoutError,
   ConfigurationError,
@@ -13,27 +13,13 @@ import {
   type RedlockOptions,
 } from "../../src/index.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
+import { run, useFakeTime } from "./support/fake-time.js";
 
 function client(nodes: RedisNode[], options: RedlockOptions = {}) {
   return new Redlock({ nodes, clock: fakeClock, ...options });
 }
 
-async function run<T>(promise: Promise<T>, stepMs = 10, maxMs = 120_000): Promise<T> {
-  let done = false;
-  const tracked = promise.finally(() => {
-    done = true;
-  });
-  tracked.catch(() => {});
-  for (let t = 0; !done && t < maxMs; t += stepMs) await vi.advanceTimersByTimeAsync(stepMs);
-  return tracked;
-}
-
-beforeEach(() => {
-  vi.useFakeTimers({ now: 1_000_000 });
-});
-afterEach(() => {
-  vi.useRealTimers();
-});
+useFakeTime();
 
 describe("unknown option names", () => {
   it.each([

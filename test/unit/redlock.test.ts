@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import {
   AbortedError,
   AcquireTimeoutError,
@@ -15,28 +15,13 @@ import {
   ValidityExhaustedError,
 } from "../../src/index.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
+import { run, useFakeTime } from "./support/fake-time.js";
 
 function client(nodes: FakeNode[], options: RedlockOptions = {}) {
   return new Redlock({ nodes, clock: fakeClock, retryDelay: () => 50, ...options });
 }
 
-/** Let the fake timers run until `promise` settles. */
-async function run<T>(promise: Promise<T>, stepMs = 10, maxMs = 120_000): Promise<T> {
-  let done = false;
-  const tracked = promise.finally(() => {
-    done = true;
-  });
-  tracked.catch(() => {});
-  for (let t = 0; !done && t < maxMs; t += stepMs) await vi.advanceTimersByTimeAsync(stepMs);
-  return tracked;
-}
-
-beforeEach(() => {
-  vi.useFakeTimers({ now: 1_000_000 });
-});
-afterEach(() => {
-  vi.useRealTimers();
-});
+useFakeTime();
 
 describe("validity arithmetic", () => {
   it("anchors the deadline before the first send: ttl - elapsed - drift", async () => {
