@@ -125,6 +125,7 @@ describe("with nodes killed, paused or slow", () => {
     const redlock = new Redlock({ nodes: endpoints(), acquireTimeoutMs: 1500, retryBaseDelayMs: 50 });
     const lock = await redlock.acquire(uniqueKey("down2"), 10_000);
     expect(lock.acquireReport.votes).toBe(3);
+    await expectClaimHolds(endpoints(), lock);
     await lock.release();
 
     await cluster.kill(2);
@@ -155,6 +156,9 @@ describe("with nodes killed, paused or slow", () => {
       for (let i = 0; i < 10; i++) {
         const lock = await redlock.acquire(uniqueKey("latency"), 10_000);
         samples.push(lock.acquireReport.elapsedMs);
+        await expectClaimHolds(endpoints(), lock);
+        await lock.extend(4000);
+        await expectClaimHolds(endpoints(), lock);
         await lock.release();
       }
       return samples.sort((a, b) => a - b)[5]!;
@@ -180,6 +184,7 @@ describe("with nodes killed, paused or slow", () => {
     let deadlineAtAbort = Number.NaN;
     const error = await redlock
       .using(uniqueKey("lost"), 1500, async (signal, lock) => {
+        await expectClaimHolds(endpoints(), lock);
         await Promise.all([cluster.kill(0), cluster.kill(1), cluster.kill(2)]);
         await new Promise<void>((resolve) =>
           signal.addEventListener("abort", () => {
