@@ -90,6 +90,8 @@ class Acquisition {
   #unpredictedPolls = 0;
   /** Whether the gate's line holds an entry of ours (to leave when we are done another way). */
   #inLine = false;
+  /** The token of a placeholder we may have left on the gate (see `#growPlaceholder`). */
+  #placeholderToken: string | undefined;
   /** The gate's last word on the average interval between takes. */
   #holdMs = 0;
 
@@ -115,14 +117,20 @@ class Acquisition {
   }
 
   async run(): Promise<Lock> {
-    const now = this.#o.clock.now();
-    // Queue up at once for a resource this client just waited for; a single attempt never waits.
-    if (this.#maxAttempts > 1 && !this.#o.fencing && this.#engine.hot.isHot(this.#hotKey, now)) {
-      return this.#waitInLine();
+    try {
+      const now = this.#o.clock.now();
+      // Queue up at once for a resource this client just waited for; a single attempt never waits.
+      if (this.#maxAttempts > 1 && !this.#o.fencing && this.#engine.hot.isHot(this.#hotKey, now)) {
+        return await this.#waitInLine();
+      }
+      const first = await this.#fanOut();
+      if (first.lock) return first.lock;
+      return await this.#afterFailedAttempt(first);
+    } catch (error) {
+      // Giving up, whatever the reason: out of line, and no placeholder of ours left behind.
+      this.#leave();
+      throw error;
     }
-    const first = await this.#fanOut();
-    if (first.lock) return first.lock;
-    return this.#afterFailedAttempt(first);
   }
 
   /** After a failed fan-out: wait in line when the lock is held elsewhere, else back off. */
@@ -202,7 +210,7 @@ class Acquisition {
         });
         if (result.lock) return result.lock;
         this.#checkAfterAttempt(result.report);
-        this.#growPlaceholder(result.report);
+        this.#growPlaceholder(result.report, token);
         nextPollMs = this.#pollInterval(answer.holdMs);
         continue;
       }
@@ -240,7 +248,7 @@ class Acquisition {
     if (result.lock) return result.lock;
     this.#checkAfterAttempt(result.report);
     if (answer) this.#noteProgress(answer.rank);
-    if (answer?.taken) this.#growPlaceholder(result.report);
+    if (answer?.taken) this.#growPlaceholder(result.report, token);
     return undefined;
   }
 
@@ -249,10 +257,11 @@ class Acquisition {
    * fresh client's keys). Each time, our placeholder there lasts twice as long, up to the TTL, so
    * that a gate out of step costs fan-outs at a shrinking rate while the waiters poll one node.
    */
-  #growPlaceholder(report: AttemptReport): void {
+  #growPlaceholder(report: AttemptReport, token: string): void {
     const outcomes = report.nodes.map((n) => n.outcome);
     if (refusalReason(outcomes, this.#o.quorum) === "held") {
       this.#placeholderMs = Math.min(this.#placeholderMs * 2, this.#request.ttlMs);
+      this.#placeholderToken = token;
     }
   }
 
@@ -275,7 +284,7 @@ class Acquisition {
     this.#reports.push(result.report);
     // Granted without the gate's take (a quorum of the others): step out of line at once, or
     // those behind us would wait for our lease to run out.
-    if (result.lock && this.#inLine) this.#leave();
+    if (result.lock) this.#leave();
     return result;
   }
 
@@ -450,10 +459,15 @@ class Acquisition {
     return this.#o.acquireTimeoutMs !== undefined;
   }
 
-  /** Leave the gate's queue when giving up, so those behind us need not wait for our lease to run out. */
+  /**
+   * Leave the gate's line when done another way or giving up, so those behind us need not wait
+   * for our lease to run out, and take our placeholder (if we left one) off the gate.
+   */
   #leave(): void {
-    if (!this.#inLine || this.#gateDown) return;
+    const placeholder = this.#placeholderToken;
+    if ((!this.#inLine && placeholder === undefined) || this.#gateDown) return;
     this.#inLine = false;
+    this.#placeholderToken = undefined;
     const node = this.#engine.node(this.#gate);
     const work = this.#engine
       .fan(
@@ -466,7 +480,7 @@ class Acquisition {
             await pollGate(
               node,
               this.#request.keys,
-              { waiter: this.#waiter, mode: "leave", token: "-", ttlMs: 1, leaseMs: 0, ticket: 0 },
+              { waiter: this.#waiter, mode: "leave", token: placeholder ?? "-", ttlMs: 1, leaseMs: 0, ticket: 0 },
               context,
             );
             return "acquired";

@@ -19,7 +19,8 @@ import type { Script } from "./script.js";
  * KEYS: the lock keys (1..n), then the queue, the leases and the stats keys.
  * ARGV[1]: waiter id. ARGV[2]: mode, `take` (enqueue, or take the lock keys when this waiter is
  * first in line, or the queue is empty, and the keys are free), `wait` (enqueue, never take) or
- * `leave` (drop out of the queue). ARGV[3]: token. ARGV[4]: TTL in ms. ARGV[5]: lease in ms.
+ * `leave` (drop out of the queue, and delete the lock keys if they hold ARGV[3]: a waiter that
+ * gives up takes its placeholder with it). ARGV[3]: token. ARGV[4]: TTL in ms. ARGV[5]: lease in ms.
  * ARGV[6]: n, the number of lock keys. ARGV[7]: the waiter's earlier ticket, or 0 for none (a
  * waiter whose take failed elsewhere keeps its place).
  *
@@ -45,6 +46,11 @@ redis.call("ZREMRANGEBYSCORE", leases, "-inf", now)
 if mode == "leave" then
   redis.call("ZREM", queue, waiter)
   redis.call("ZREM", leases, waiter)
+  for i = 1, n do
+    if redis.call("GET", KEYS[i]) == ARGV[3] then
+      redis.call("DEL", KEYS[i])
+    end
+  end
   return {0, -1, -2, 0, 0, 0}
 end
 local pttl = -2
@@ -103,5 +109,5 @@ if pttl ~= -2 then
   end
 end
 return {0, rank, pttl, freeIn, hold, ticket}`,
-  sha1: "3451b4ca570d86ac3b152591bc0c2117e7e8e162",
+  sha1: "8c44be2e91d465d0c0fa0a3acbfa969044f7ad41",
 });

@@ -72,6 +72,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
   if (mode === "leave") {
     state.queue.delete(waiter);
     state.leases.delete(waiter);
+    for (const key of lockKeys) if (store.get(key) === token) store.del(key);
     return [0, -1, -2, 0, 0, 0];
   }
   let pttl = -2;
