@@ -282,6 +282,9 @@ class Acquisition {
         );
     this.#polls = 0;
     this.#reports.push(result.report);
+    // A gate that timed out on a poll but answers in a fan-out is back: wait in line again.
+    const gateOutcome = result.report.nodes[this.#gate]?.outcome;
+    if (this.#gateDown && (gateOutcome === "held" || gateOutcome === "acquired")) this.#gateDown = false;
     // Granted without the gate's take (a quorum of the others): step out of line at once, or
     // those behind us would wait for our lease to run out.
     if (result.lock) this.#leave();
