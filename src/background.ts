@@ -19,16 +19,22 @@ export class BackgroundWork {
   readonly #pending = new Set<Promise<void>>();
   #abandoned = 0;
 
-  /** Track `work`; it counts as abandoned if it has not settled `deadlineMs` from now. */
-  track(work: Promise<unknown>, deadlineMs: number): void {
+  /**
+   * Track `work`; it counts as abandoned if it has not settled `deadlineMs` from now. Without a
+   * deadline, `work` must be bounded by one of its own (a fan-out's outcomes, for instance).
+   */
+  track(work: Promise<unknown>, deadlineMs?: number): void {
     const bounded = new Promise<void>((resolve) => {
       // Unreferenced: background work alone does not keep a process alive; settled() does.
-      const timer = backgroundTimeout(() => {
-        this.#abandoned++;
-        resolve();
-      }, deadlineMs);
+      const timer =
+        deadlineMs === undefined
+          ? undefined
+          : backgroundTimeout(() => {
+              this.#abandoned++;
+              resolve();
+            }, deadlineMs);
       const done = () => {
-        clearTimeout(timer);
+        if (timer !== undefined) clearTimeout(timer);
         resolve();
       };
       work.then(done, done);
