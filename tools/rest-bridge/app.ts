@@ -9,6 +9,20 @@ import type { CommandRunner, Outcome } from "./redis-backend.js";
 /** Where an artificial delay is applied: before the command runs, or after it ran. */
 export type DelayPhase = "request" | "response";
 
+/** The fault-injection delay of a bridge, read on every request. */
+export interface DelaySpec {
+  /** Fixed delay added to every round trip, in milliseconds (0: none). */
+  ms: number;
+  /** Whether the fixed delay holds the request back before the command runs, or its response after. */
+  phase: DelayPhase;
+  /**
+   * Each request also waits a fresh random delay, uniform in `[0, jitterMs)`, before its command
+   * runs (request direction), so concurrent clients reach the node in varying orders.
+   * @default 0
+   */
+  jitterMs?: number;
+}
+
 /** Options of {@link createBridgeApp}. */
 export interface BridgeAppOptions {
   /** The only accepted bearer token. */
@@ -18,7 +32,9 @@ export interface BridgeAppOptions {
   /** Largest accepted request body, in bytes. */
   maxBodyBytes: number;
   /** Read on every request: the fault-injection delay currently configured. */
-  delay: () => { ms: number; phase: DelayPhase };
+  delay: () => DelaySpec;
+  /** Called once for every HTTP request received, before any delay (server-side request counting). */
+  onRequest?: () => void;
 }
 
 type PerCommand = { result: JsonValue } | { error: string };
@@ -36,7 +52,10 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
   const isAuthorized = createTokenCheck(options.token);
 
   const delay: MiddlewareHandler = async (_c, next) => {
-    const { ms, phase } = options.delay();
+    options.onRequest?.();
+    const { ms, phase, jitterMs = 0 } = options.delay();
+    // Jitter goes on the request direction: it is what makes clients arrive in different orders.
+    if (jitterMs > 0) await sleep(Math.random() * jitterMs);
     if (ms > 0 && phase === "request") await sleep(ms);
     await next();
     if (ms > 0 && phase === "response") await sleep(ms);
