@@ -52,6 +52,24 @@ describe("delaying TCP proxy", () => {
     expect(received).toBe(sent);
   });
 
+  it("counts the RESP commands clients send, by name, across chunk boundaries", async () => {
+    proxy.setDelay({ fixedMs: 0, jitterMs: 0 });
+    const before = proxy.commandCounts();
+    const socket = await open();
+    const command = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*1\r\n$4\r\nPING\r\n";
+    socket.write(command.slice(0, 10));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    socket.write(command.slice(10));
+    const deadline = Date.now() + 5_000;
+    while ((proxy.commandCounts().ping ?? 0) === (before.ping ?? 0) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    socket.destroy();
+    const after = proxy.commandCounts();
+    expect((after.set ?? 0) - (before.set ?? 0)).toBe(1);
+    expect((after.ping ?? 0) - (before.ping ?? 0)).toBe(1);
+  });
+
   it("holds the server's answers back by the fixed delay", async () => {
     proxy.setDelay({ fixedMs: 150, jitterMs: 0 });
     const socket = await open();

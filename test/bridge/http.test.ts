@@ -518,7 +518,7 @@ describe("setDelay", () => {
   });
 });
 
-describe("setJitter and requestCounts", () => {
+describe("setJitter, requestCounts and commandCounts", () => {
   afterAll(() => cluster.setJitter(0, 0));
 
   it("holds each request back by a random delay below the bound, before the command runs", async () => {
@@ -539,9 +539,12 @@ describe("setJitter and requestCounts", () => {
 
   it("counts every HTTP request the bridge receives, whatever its outcome", async () => {
     const before = cluster.requestCounts()[0] as number;
+    const pingsBefore = cluster.commandCounts()[0]?.ping ?? 0;
     await post("/", ["PING"]);
-    await post("/pipeline", [["PING"], ["PING"]]);
+    await post("/pipeline", [["PING"], ["ping"]]);
     await post("/nope", []);
     expect((cluster.requestCounts()[0] as number) - before).toBe(3);
+    // Commands are counted by name, case-insensitively: 1 + 2 PINGs.
+    expect((cluster.commandCounts()[0]?.ping ?? 0) - pingsBefore).toBe(3);
   });
 });

@@ -33,7 +33,7 @@ async function main(): Promise<void> {
   const parts = (values.parts ?? Object.keys(PARTS).join(",")).split(",").map((p) => p.trim()) as PartId[];
   for (const part of parts) if (!(part in PARTS)) throw new Error(`unknown part ${part}\n${usage}`);
   const quick = values.quick;
-  const durationS = Number(values.duration ?? (quick ? 1.5 : 4));
+  const durationS = Number(values.duration ?? (quick ? 1.5 : 3));
   const rounds = Number(values.rounds ?? (quick ? 3 : 4));
   if (!(durationS > 0) || !Number.isInteger(rounds) || rounds < 1)
     throw new Error(`bad --duration or --rounds\n${usage}`);

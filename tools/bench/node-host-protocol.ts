@@ -23,8 +23,14 @@ export interface HostNode {
 export interface ServerCounts {
   /** HTTP requests received by each node's REST bridge. */
   http: number[];
-  /** Commands each redis-server processed (INFO commandstats, less the INFO calls). */
+  /** Commands each redis-server processed (INFO commandstats, less the INFO calls; includes commands run inside scripts). */
   commands: number[];
+  /** Commands received through each node's TCP proxy (top-level commands, like HTTP requests). */
+  tcp: number[];
+  /** Commands received at the lock nodes' bridges, by lower-case name, summed over the nodes. */
+  restByCommand: Record<string, number>;
+  /** Commands received through the lock nodes' TCP proxies, by lower-case name, summed over the nodes. */
+  tcpByCommand: Record<string, number>;
 }
 
 export type HostRequest =

@@ -15,14 +15,23 @@ function send(message: HostStarted | HostReply): void {
   process.send?.(message);
 }
 
-/** Sum of `calls=` over INFO commandstats, leaving out the INFO calls themselves. */
-function commandsProcessed(info: string): number {
-  let total = 0;
+/** `calls=` per command from INFO commandstats, leaving out the INFO calls themselves. */
+function commandCalls(info: string): Record<string, number> {
+  const calls: Record<string, number> = {};
   for (const line of info.split("\n")) {
     const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
-    if (match && match[1] !== "info") total += Number(match[2]);
+    if (match && match[1] !== "info") calls[match[1] as string] = Number(match[2]);
   }
-  return total;
+  return calls;
+}
+
+const total = (calls: Record<string, number>) => Object.values(calls).reduce((a, b) => a + b, 0);
+
+/** Per-name counts added up over nodes. */
+function sum(perNode: Record<string, number>[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const node of perNode) for (const [name, n] of Object.entries(node)) out[name] = (out[name] ?? 0) + n;
+  return out;
 }
 
 async function main(): Promise<void> {
@@ -68,11 +77,18 @@ async function main(): Promise<void> {
             break;
           case "counts": {
             const http = cluster.requestCounts();
-            const infos = await Promise.all(admins.map((a) => a.info("commandstats")));
+            const infos = await Promise.all(admins.slice(0, count).map((a) => a.info("commandstats")));
+            const tcpCounts = proxies.map((p) => p.commandCounts());
             send({
               id: message.id,
               ok: true,
-              counts: { http: http.slice(0, count), commands: infos.slice(0, count).map(commandsProcessed) },
+              counts: {
+                http: http.slice(0, count),
+                commands: infos.map(commandCalls).map(total),
+                tcp: tcpCounts.map(total),
+                restByCommand: sum(cluster.commandCounts().slice(0, count)),
+                tcpByCommand: sum(tcpCounts),
+              },
             });
             break;
           }

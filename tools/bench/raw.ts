@@ -93,6 +93,10 @@ export class RespConnection {
 type Parsed = { value: Reply; error?: string; end: number };
 
 /** Parses one RESP2 value at `offset`, or returns undefined when it is not complete yet. */
+export function parseResp(buffer: Buffer, offset: number): Parsed | undefined {
+  return parse(buffer, offset);
+}
+
 function parse(buffer: Buffer, offset: number): Parsed | undefined {
   const lineEnd = buffer.indexOf("\r\n", offset);
   if (lineEnd < 0) return undefined;

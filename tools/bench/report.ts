@@ -81,7 +81,7 @@ export function writeResults(
     "",
     "- Nodes: real `redis-server` processes, each behind the Upstash-protocol REST bridge (tools/rest-bridge), all served by a node host process of their own (tools/bench/node-host.ts), never on the event loop of the clients being measured. The hot-key clients run in client processes of their own too.",
     "- Added latency, per node, identical for REST and TCP: the **fixed delay** holds back every **response** (the command runs at once and its answer arrives d ms later: every round trip +d ms); the **jitter** holds back every **request** by a fresh random delay in [0, j) before the command runs, so concurrent clients reach the nodes in varying orders. TCP peers get the same delays through a TCP proxy per node (tools/bench/tcp-proxy.ts): server→client chunks +d ms, client→server chunks + random [0, j), order kept within a connection.",
-    "- Requests are counted on the server side: HTTP requests at each bridge, commands at each redis-server (INFO commandstats).",
+    "- Requests are counted on the server side, never by the libraries themselves: HTTP requests (and the commands in them) at each bridge, commands at each TCP proxy.",
     "- Everything runs on loopback (127.0.0.1).",
     "",
     "## Systems",

@@ -9,6 +9,7 @@
  * no earlier than the one before it.
  */
 import { connect, createServer, type Server, type Socket } from "node:net";
+import { parseResp } from "./raw.js";
 
 /** The latency model of one proxy. */
 export interface ProxyDelay {
@@ -22,6 +23,8 @@ export interface ProxyDelay {
 export interface TcpProxy {
   readonly port: number;
   setDelay(delay: ProxyDelay): void;
+  /** Commands clients sent through the proxy so far, by lower-case name (counted like HTTP requests at the bridge). */
+  commandCounts(): Record<string, number>;
   /** Closes the listener and every proxied connection. */
   close(): Promise<void>;
 }
@@ -59,10 +62,28 @@ function delayedPipe(from: Socket, to: Socket, delayOf: () => number): void {
   });
 }
 
+/** Counts the RESP commands a client sends (arrays of bulk strings), by name, across chunk boundaries. */
+function commandCounter(counts: Record<string, number>): (chunk: Buffer) => void {
+  let pending: Buffer = Buffer.alloc(0);
+  return (chunk) => {
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    let offset = 0;
+    for (;;) {
+      const parsed = parseResp(pending, offset);
+      if (!parsed) break;
+      offset = parsed.end;
+      const name = Array.isArray(parsed.value) ? String(parsed.value[0]).toLowerCase() : "inline";
+      counts[name] = (counts[name] ?? 0) + 1;
+    }
+    pending = pending.subarray(offset);
+  };
+}
+
 /** Starts a proxy on a free loopback port forwarding to `127.0.0.1:targetPort`. */
 export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
   let delay: ProxyDelay = { fixedMs: 0, jitterMs: 0 };
   const sockets = new Set<Socket>();
+  const commands: Record<string, number> = {};
   const server: Server = createServer((client) => {
     const upstream = connect({ host: "127.0.0.1", port: targetPort });
     client.setNoDelay(true);
@@ -76,6 +97,7 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
     };
     client.on("close", drop).on("error", drop);
     upstream.on("close", drop).on("error", drop);
+    client.on("data", commandCounter(commands));
     delayedPipe(client, upstream, () => (delay.jitterMs > 0 ? Math.random() * delay.jitterMs : 0));
     delayedPipe(upstream, client, () => delay.fixedMs);
   });
@@ -90,6 +112,7 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
     setDelay(next) {
       delay = { ...next };
     },
+    commandCounts: () => ({ ...commands }),
     close() {
       return new Promise((resolve) => {
         for (const socket of sockets) socket.destroy();

@@ -47,6 +47,8 @@ export interface NodeCluster {
   setJitter(i: number, maxMs: number): void;
   /** HTTP requests each node's bridge has received so far, by node index. */
   requestCounts(): number[];
+  /** Commands each node's bridge has received so far, by lower-case name, by node index. */
+  commandCounts(): Record<string, number>[];
   /** PIDs of the redis-servers currently running. */
   pids(): number[];
   /** Stops every bridge and redis-server, waits for the processes to exit, removes the temp dir. */
@@ -186,6 +188,7 @@ export async function startNodes(options: StartNodesOptions = {}): Promise<NodeC
     setDelay: (i, ms, phase) => node(i).bridge.setDelay(ms, phase),
     setJitter: (i, maxMs) => node(i).bridge.setJitter(maxMs),
     requestCounts: () => nodes.map((n) => n.bridge.requestCount()),
+    commandCounts: () => nodes.map((n) => n.bridge.commandCounts()),
     pids: () => nodes.filter((n) => n.redis.isRunning()).map((n) => n.info.pid),
     stop,
   };

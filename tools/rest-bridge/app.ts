@@ -35,6 +35,8 @@ export interface BridgeAppOptions {
   delay: () => DelaySpec;
   /** Called once for every HTTP request received, before any delay (server-side request counting). */
   onRequest?: () => void;
+  /** Called with the commands of every well-formed request, before they run (server-side command counting). */
+  onCommands?: (commands: readonly RedisCommand[]) => void;
 }
 
 type PerCommand = { result: JsonValue } | { error: string };
@@ -89,6 +91,7 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
 
   app.on(["POST", "PUT"], "/", auth, limit, async (c) => {
     const command = toRedisCommand(await readJson(c));
+    options.onCommands?.([command]);
     rejectUnavailable(command);
     const outcome = await options.runner.single(command);
     if (!outcome.ok) return c.json({ error: outcome.error }, 400);
@@ -97,6 +100,7 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
 
   app.on(["POST", "PUT"], "/pipeline", auth, limit, async (c) => {
     const commands = toRedisCommands(await readJson(c), "pipeline");
+    options.onCommands?.(commands);
     // An unavailable command fails on its own, like any other failing pipeline element; the
     // others still run (auto-pipelining in @upstash/redis batches unrelated commands together).
     const refusals = commands.map(unavailableReason);
@@ -111,6 +115,7 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
 
   app.on(["POST", "PUT"], "/multi-exec", auth, limit, async (c) => {
     const commands = toRedisCommands(await readJson(c), "transaction");
+    options.onCommands?.(commands);
     commands.forEach((command, i) => {
       const refusal = unavailableReason(command);
       if (refusal)

@@ -45,6 +45,8 @@ export interface Bridge {
   setJitter(maxMs: number): void;
   /** HTTP requests received since the bridge started (any route, any outcome). */
   requestCount(): number;
+  /** Commands received in well-formed requests since the bridge started, by lower-case name. */
+  commandCounts(): Record<string, number>;
   /** Stops the HTTP server (dropping kept-alive connections) and closes the Redis connection. */
   close(): Promise<void>;
 }
@@ -60,6 +62,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   const host = options.host ?? "127.0.0.1";
   let delay: DelaySpec = { ms: 0, phase: "response", jitterMs: 0 };
   let requests = 0;
+  const commands: Record<string, number> = {};
   const backend = new RedisBackend({
     host: options.redisHost ?? "127.0.0.1",
     port: options.redisPort,
@@ -73,6 +76,12 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     delay: () => delay,
     onRequest: () => {
       requests++;
+    },
+    onCommands: (received) => {
+      for (const [name] of received) {
+        const key = String(name).toLowerCase();
+        commands[key] = (commands[key] ?? 0) + 1;
+      }
     },
   });
   const server = createAdaptorServer({ fetch: app.fetch, hostname: host });
@@ -106,6 +115,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
       delay = { ...delay, jitterMs: maxMs };
     },
     requestCount: () => requests,
+    commandCounts: () => ({ ...commands }),
     close() {
       closed ??= new Promise<void>((resolve) => {
         // @upstash/redis uses keep-alive: without closeAllConnections, close() would wait for

@@ -45,7 +45,7 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
   const part = emptyPart("cpu", "Client CPU per acquire + release");
   const { smoke, quick } = ctx.options;
   const n = 5;
-  const perRound = smoke ? 50 : quick ? 500 : 2000;
+  const perRound = smoke ? 50 : quick ? 300 : 1000;
   const rounds = smoke ? 2 : quick ? 3 : 5;
   part.method.push(
     `N = ${n} instant in-memory nodes in this process. Process CPU (user + system, process.cpuUsage) over ${perRound} sequential acquire + release runs, ${rounds} interleaved rounds, median of rounds.`,

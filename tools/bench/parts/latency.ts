@@ -17,7 +17,8 @@ function sizes(ctx: BenchContext) {
 /** Part 2: the floor of each transport, acquire + release, N = 1…7. */
 export async function floorPart(ctx: BenchContext): Promise<PartResult> {
   const part = emptyPart("floor", "Floor: bare transports, acquire + release");
-  const s = sizes(ctx);
+  // Quick mode: N = 5 only (the uncontended part times the floors again beside every system).
+  const s = { ...sizes(ctx), ...(ctx.options.quick && !ctx.options.smoke ? { ns: [5] } : {}) };
   part.method.push(
     "REST: `SET key token NX PX 10000` by fetch to all N nodes, done at the quorum-th answer; then a compare-and-delete `EVAL` to all N, done at the quorum-th answer.",
     "TCP: the same two fan-outs over one kept-open RESP connection per node, through the delaying TCP proxies.",
