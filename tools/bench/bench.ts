@@ -5,7 +5,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { cpus } from "node:os";
+import { cpus, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import type { BenchContext, BenchOptions, PartResult, Table } from "./context.js";
 import { startNodeHost } from "./node-host-client.js";
@@ -66,6 +66,9 @@ function environment(options: RunBenchOptions): Environment {
       (p) => `${p} ${version(p)}`,
     ),
     mode: options.smoke ? "smoke" : options.quick ? "quick" : "full",
+    load: `at the start: ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(", ")}`,
   };
 }
 
@@ -92,7 +95,8 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
   const host = await startNodeHost(options.smoke ? 3 : 7);
   const results: PartResult[] = [];
   try {
-    const ctx: BenchContext = { host, options, log };
+    const stamp = `${env.date.slice(0, 10)}, ${env.machine}, Node ${env.node}, ${env.mode} mode${options.provisional ? ", provisional" : ""} (see RESULTS.md)`;
+    const ctx: BenchContext = { host, options, log, stamp };
     for (const id of options.parts) {
       log(`part ${id}…`);
       const t = performance.now();
@@ -106,6 +110,9 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     await host.stop();
   }
   env.seconds = (performance.now() - started) / 1000;
+  env.load = `${env.load}; at the end: ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(", ")}`;
   if (options.outDir) writeResults(options.outDir, env, results, systemsTable(), options.provisional);
   return { parts: results, nodePids: [host.hostPid, ...host.pids] };
 }

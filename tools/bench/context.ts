@@ -17,6 +17,8 @@ export interface BenchContext {
   host: NodeHost;
   options: BenchOptions;
   log: (message: string) => void;
+  /** One line stating when and where the figures were measured, for the charts. */
+  stamp: string;
 }
 
 /** A table of results; cells are already formatted. */

@@ -12,6 +12,8 @@ export interface Environment {
   redis: string;
   peers: string[];
   mode: string;
+  /** Load averages (1, 5, 15 min) at the start and end: how busy the machine was. */
+  load: string;
   seconds?: number;
 }
 
@@ -75,6 +77,7 @@ export function writeResults(
     `| Node.js | ${env.node} |`,
     `| Redis | ${env.redis} |`,
     `| peers | ${env.peers.join(", ")} |`,
+    `| load average | ${env.load} |`,
     ...(env.seconds ? [`| run time | ${Math.round(env.seconds)} s |`] : []),
     "",
     "## Setup",

@@ -18,6 +18,8 @@ export interface LineChartOptions {
   xTicks?: number[];
   /** Optional subtitle line (machine, date). */
   subtitle?: string;
+  /** Right end of the x axis (points beyond it are clipped), e.g. to cut a long tail. */
+  xMax?: number;
 }
 
 const COLORS = [
@@ -32,9 +34,9 @@ const COLORS = [
   "#17becf",
   "#bcbd22",
 ];
-const WIDTH = 760;
+const WIDTH = 900;
 const HEIGHT = 440;
-const MARGIN = { left: 70, right: 240, top: 56, bottom: 56 };
+const MARGIN = { left: 70, right: 320, top: 56, bottom: 56 };
 
 const escapeXml = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
@@ -56,7 +58,7 @@ export function lineChart(options: LineChartOptions): string {
   const xs = all.map(([x]) => x);
   const ys = all.map(([, y]) => y).filter((y) => !options.logY || y > 0);
   const xMin = options.xTicks ? Math.min(...options.xTicks) : Math.min(0, ...xs);
-  const xMax = options.xTicks ? Math.max(...options.xTicks) : Math.max(...xs, 1);
+  const xMax = options.xMax ?? (options.xTicks ? Math.max(...options.xTicks) : Math.max(...xs, 1));
   const yMin = options.logY ? Math.min(...ys, 1) : 0;
   const yMax = Math.max(...ys, options.logY ? 10 : 1) * (options.logY ? 1.5 : 1.05);
   const plotW = WIDTH - MARGIN.left - MARGIN.right;
@@ -70,6 +72,7 @@ export function lineChart(options: LineChartOptions): string {
   out.push(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" font-family="system-ui, sans-serif" font-size="12">`,
     `<rect width="100%" height="100%" fill="white"/>`,
+    `<defs><clipPath id="plot"><rect x="${MARGIN.left}" y="${MARGIN.top - 4}" width="${plotW + 4}" height="${plotH + 8}"/></clipPath></defs>`,
     `<text x="${WIDTH / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold">${escapeXml(options.title)}</text>`,
   );
   if (options.subtitle)

@@ -170,11 +170,7 @@ function summarise(
   const transport = SYSTEMS[spec.id].transport;
   const delta = (a: number[], b: number[]) => b.reduce((sum, v, i) => sum + v - (a[i] ?? 0), 0);
   const requests =
-    transport === "REST"
-      ? delta(before.http, after.http)
-      : transport === "TCP"
-        ? delta(before.commands, after.commands)
-        : 0;
+    transport === "REST" ? delta(before.http, after.http) : transport === "TCP" ? delta(before.tcp, after.tcp) : 0;
   const waits = clients.flatMap((r) => r.waits);
   const windowS = windowMs / 1000;
   const handoffsPerS = handoffs / windowS;
@@ -373,7 +369,7 @@ export async function hotKeyPart(ctx: BenchContext): Promise<PartResult> {
   }
   await ctx.host.setUniformDelay(0);
   report(part, runs, s.windowMs, s.fairness?.windowMs);
-  part.charts.push(...charts(runs, s.models[0]!.name, s.windowMs));
+  part.charts.push(...charts(runs, s.models[0]!.name, s.windowMs, ctx.stamp));
   return part;
 }
 
@@ -509,7 +505,7 @@ function report(part: PartResult, runs: HotRun[], windowMs: number, fairnessMs: 
   }
 }
 
-function charts(runs: HotRun[], delay: string, windowMs: number): Chart[] {
+function charts(runs: HotRun[], delay: string, windowMs: number, stamp: string): Chart[] {
   const main = runs.filter(
     (r) => r.processes === 1 && r.delay === delay && r.windowS === windowMs / 1000 && r.spec.id !== "no-lock",
   );
@@ -533,6 +529,7 @@ function charts(runs: HotRun[], delay: string, windowMs: number): Chart[] {
         yLabel: "handoffs / s",
         series: series((r) => r.handoffsPerS),
         xTicks: cs,
+        subtitle: stamp,
       }),
     },
     {
@@ -545,6 +542,7 @@ function charts(runs: HotRun[], delay: string, windowMs: number): Chart[] {
         series: series((r) => r.requestsPerHandoff),
         xTicks: cs,
         logY: true,
+        subtitle: stamp,
       }),
     },
   ];

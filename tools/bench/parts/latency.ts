@@ -102,7 +102,7 @@ export async function uncontendedPart(ctx: BenchContext): Promise<PartResult> {
         }
       });
       if (n === (s.ns.includes(5) ? 5 : s.ns.at(-1)) && delay === s.delays.at(-1)) {
-        cdf = latencyCdf(subjects, samples, n, delay);
+        cdf = latencyCdf(subjects, samples, n, delay, ctx.stamp);
       }
       for (const subject of subjects) await subject.close();
     }
@@ -112,7 +112,7 @@ export async function uncontendedPart(ctx: BenchContext): Promise<PartResult> {
   return part;
 }
 
-function latencyCdf(subjects: Subject[], samples: number[][][], n: number, delay: number): Chart {
+function latencyCdf(subjects: Subject[], samples: number[][][], n: number, delay: number, stamp: string): Chart {
   const series = subjects.map((subject, i) => {
     const sorted = samples[i]!.flat().sort((a, b) => a - b);
     return {
@@ -120,6 +120,8 @@ function latencyCdf(subjects: Subject[], samples: number[][][], n: number, delay
       points: sorted.map((v, k) => [v, (k + 1) / sorted.length] as [number, number]),
     };
   });
+  // Cut the long tail (shown in the table's p99) so the bulk of each distribution stays readable.
+  const xMax = Math.max(...samples.map((perRound) => quantile(perRound.flat(), 0.95))) * 1.3;
   return {
     file: "uncontended-latency.svg",
     title: `Uncontended acquire + release latency, N = ${n}, +${delay} ms per node`,
@@ -129,6 +131,8 @@ function latencyCdf(subjects: Subject[], samples: number[][][], n: number, delay
       yLabel: "fraction of runs ≤ x",
       series,
       step: true,
+      xMax,
+      subtitle: stamp,
     }),
   };
 }
