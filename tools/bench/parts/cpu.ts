@@ -120,6 +120,13 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
       measured: `${fmt(own, 1)} µs`,
       pass: own <= 30,
     });
+    const peers = perSubject.slice(2).map((values) => median(values));
+    const leanest = Math.min(...peers);
+    if (own > leanest) {
+      part.notes.push(
+        `edge-redlock is behind: ${fmt(own, 1)} µs against ${fmt(leanest, 1)} µs for the leanest peer. Per acquire + release it starts 2 fan-outs of ${n} node tasks, each with its own AbortController and deadline timer, resolves its options on every call, and builds an attempt report with a per-node outcome list; the TCP peers' figure also leaves out ioredis, and the fetch transport (second row) costs more than the lock logic itself.`,
+      );
+    }
   } finally {
     globalThis.fetch = originalFetch;
     for (const subject of subjects) await subject.client.close();

@@ -302,6 +302,7 @@ export async function hotKeyPart(ctx: BenchContext): Promise<PartResult> {
     "Efficiency: handoffs/s ÷ ideal rate, ideal = 1 / (floor acquire + release of the system's transport and N + the two critical-section round trips), measured just before under the same delays.",
     `Clients run in a client process of their own ("1 process"), or spread over ${s.processes} processes; a process is ended ${GRACE_MS} ms after the window, so retries still in flight cannot spill into the next run.`,
     "Equal policy: 10 attempts, a fixed 100 ms apart, for every system. Defaults: each system's own (see the systems table).",
+    "÷ best peer: edge-redlock's handoffs/s over the highest of the three peers (either policy) in the same delay, C and process layout. ÷ @upstash/lock: edge-redlock's requests per handoff over @upstash/lock's with the same policy.",
   );
   const runs: HotRun[] = [];
   try {
@@ -471,6 +472,7 @@ function report(part: PartResult, runs: HotRun[], windowMs: number, fairnessMs: 
     });
     if (r.errors > 0) part.notes.push(`${r.label} C=${r.c} ${r.delay}: ${r.errors} errors, first: ${r.firstError}`);
   }
+  explainGaps(part, main, bestPeer, upstash, groupKey);
   // The targets of the hot-key issue, one line each.
   for (const r of runs.filter((x) => x.spec.id === "edge-redlock")) {
     const where = `${r.label}, ${r.delay}, C = ${r.c}${r.processes > 1 ? `, ${r.processes} processes` : ""}${r.windowS !== windowMs / 1000 ? `, ${r.windowS} s` : ""}`;
@@ -502,6 +504,29 @@ function report(part: PartResult, runs: HotRun[], windowMs: number, fairnessMs: 
       measured: `${r.lostUpdates} / ${r.overlaps}`,
       pass: r.lostUpdates === 0 && r.overlaps === 0,
     });
+  }
+}
+
+/** Where edge-redlock is behind the best peer, say so and point at the measured cause. */
+function explainGaps(
+  part: PartResult,
+  main: HotRun[],
+  bestPeer: Map<string, number>,
+  upstash: Map<string, number>,
+  groupKey: (r: HotRun) => string,
+): void {
+  for (const r of main.filter((x) => x.spec.id === "edge-redlock")) {
+    const best = bestPeer.get(groupKey(r));
+    if (best === undefined || r.handoffsPerS >= best) continue;
+    const sets = r.commandsPerHandoff.set ?? 0;
+    const scripts = (r.commandsPerHandoff.evalsha ?? 0) + (r.commandsPerHandoff.eval ?? 0);
+    const up = upstash.get(`${groupKey(r)}|${r.spec.policy}`);
+    part.notes.push(
+      `edge-redlock is behind at C = ${r.c} (${r.delay}, ${r.spec.policy}): ${fmt(r.handoffsPerS)} handoffs/s against ${fmt(best)} for the best peer. ` +
+        `Each waiting attempt is a SET NX to all N nodes: ${fmt(r.attemptsPerHandoff)} attempts and ${fmt(sets)} SETs per handoff (plus ${fmt(scripts)} script calls: releases and cleanup of split votes)` +
+        `${up === undefined ? "" : `, where @upstash/lock polls one node (${fmt(up)} requests per handoff)`}. ` +
+        `Waiters that retry together split the nodes' votes so nobody reaches the quorum (wait p50 ${fmt(r.waitP50, 0)} ms, ${r.starved} of ${r.c} clients starved); a free lock then sits idle until the next retry, which the efficiency column shows (${Math.round(r.efficiency * 100)}%).`,
+    );
   }
 }
 
