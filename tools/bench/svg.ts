@@ -71,6 +71,7 @@ export function lineChart(options: LineChartOptions): string {
   const out: string[] = [];
   out.push(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" font-family="system-ui, sans-serif" font-size="12">`,
+    `<title>${escapeXml(options.title)}</title>`,
     `<rect width="100%" height="100%" fill="white"/>`,
     `<defs><clipPath id="plot"><rect x="${MARGIN.left}" y="${MARGIN.top - 4}" width="${plotW + 4}" height="${plotH + 8}"/></clipPath></defs>`,
     `<text x="${WIDTH / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold">${escapeXml(options.title)}</text>`,

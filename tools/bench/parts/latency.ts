@@ -137,6 +137,11 @@ function latencyCdf(subjects: Subject[], samples: number[][][], n: number, delay
   };
 }
 
+/** Rounds go uniform, slow, slow, uniform, …: the ABBA order cancels a steady drift of the machine's load. */
+function isSlowRound(round: number): boolean {
+  return round % 4 === 1 || round % 4 === 2;
+}
+
 /** Part 5: one of 5 nodes at +300 ms, alternated round by round with all at +20 ms. */
 export async function slowNodePart(ctx: BenchContext): Promise<PartResult> {
   const part = emptyPart("slow-node", "One slow node");
@@ -147,7 +152,7 @@ export async function slowNodePart(ctx: BenchContext): Promise<PartResult> {
   const base = smoke ? 0 : 20;
   const slow = smoke ? 50 : 300;
   part.method.push(
-    `N = ${n}. Rounds alternate: all nodes at +${base} ms, then node 0 at +${slow} ms and the rest at +${base} ms; ${pairs} pairs of rounds × ${perRound} runs per subject. @upstash/lock (one node) is left out.`,
+    `N = ${n}. Rounds alternate between all nodes at +${base} ms and node 0 at +${slow} ms with the rest at +${base} ms, in ABBA order (a steady drift of the machine's load cancels out); ${pairs} pairs of rounds × ${perRound} runs per subject. @upstash/lock (one node) is left out.`,
   );
   const specs: SystemSpec[] = [
     { id: "edge-redlock", policy: "defaults", n },
@@ -157,7 +162,7 @@ export async function slowNodePart(ctx: BenchContext): Promise<PartResult> {
   const subjects: Subject[] = [floorRest(ctx.host.nodes, n), await floorTcp(ctx.host.nodes, n)];
   for (const spec of specs) subjects.push(await lockSubject(spec, ctx.host.nodes));
   const samples = await measureInterleaved(subjects, pairs * 2, perRound, "slow", async (round) => {
-    const isSlow = round % 2 === 1;
+    const isSlow = isSlowRound(round);
     await ctx.host.setDelays(
       ctx.host.nodes.map((_, i) => ({ fixedMs: i === 0 && isSlow ? slow : base, jitterMs: 0 })),
       { fixedMs: base, jitterMs: 0 },
@@ -170,8 +175,8 @@ export async function slowNodePart(ctx: BenchContext): Promise<PartResult> {
   };
   subjects.forEach((subject, i) => {
     const rounds = samples[i]!;
-    const even = rounds.filter((_, k) => k % 2 === 0).flat();
-    const odd = rounds.filter((_, k) => k % 2 === 1).flat();
+    const even = rounds.filter((_, k) => !isSlowRound(k)).flat();
+    const odd = rounds.filter((_, k) => isSlowRound(k)).flat();
     table.rows.push([
       subject.label.replace(" (defaults)", ""),
       fmt(median(even)),
