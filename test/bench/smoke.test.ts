@@ -22,6 +22,7 @@ beforeAll(async () => {
     smoke: true,
     durationS: 1,
     rounds: 1,
+    hotRounds: 1,
     outDir,
     command: "smoke test",
     print: false,

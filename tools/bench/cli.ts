@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { PARTS, type PartId, runBench } from "./bench.js";
 
-const usage = `usage: npm run bench -- [--parts ${Object.keys(PARTS).join(",")}] [--duration S] [--rounds R] [--quick] [--smoke] [--out DIR] [--final]\n`;
+const usage = `usage: npm run bench -- [--parts ${Object.keys(PARTS).join(",")}] [--duration S] [--rounds R] [--hot-rounds R] [--quick] [--smoke] [--out DIR] [--final]\n`;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -19,6 +19,7 @@ async function main(): Promise<void> {
       parts: { type: "string" },
       duration: { type: "string" },
       rounds: { type: "string" },
+      "hot-rounds": { type: "string" },
       quick: { type: "boolean", default: false },
       smoke: { type: "boolean", default: false },
       out: { type: "string" },
@@ -35,6 +36,8 @@ async function main(): Promise<void> {
   const quick = values.quick;
   const durationS = Number(values.duration ?? (quick ? 1.5 : 3));
   const rounds = Number(values.rounds ?? (quick ? 3 : 4));
+  const hotRounds = Number(values["hot-rounds"] ?? 1);
+  if (!Number.isInteger(hotRounds) || hotRounds < 1) throw new Error(`bad --hot-rounds\n${usage}`);
   if (!(durationS > 0) || !Number.isInteger(rounds) || rounds < 1)
     throw new Error(`bad --duration or --rounds\n${usage}`);
   const outDir = values.out ?? fileURLToPath(new URL("../../bench/", import.meta.url));
@@ -45,6 +48,7 @@ async function main(): Promise<void> {
     quick,
     smoke: values.smoke,
     durationS,
+    hotRounds,
     rounds,
     outDir,
     command,

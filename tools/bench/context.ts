@@ -11,6 +11,8 @@ export interface BenchOptions {
   durationS: number;
   /** Interleaved rounds of the latency parts. */
   rounds: number;
+  /** Interleaved rounds of the hot-key grid (each run repeated; medians reported). */
+  hotRounds: number;
 }
 
 export interface BenchContext {

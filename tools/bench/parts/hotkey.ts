@@ -13,7 +13,7 @@ import type { ClientResult, HotKeyConfig } from "../hotkey-clients.js";
 import type { WorkerReply, WorkerRequest } from "../hotkey-protocol.js";
 import type { ServerCounts } from "../node-host-protocol.js";
 import { restCommand, restPipeline } from "../raw.js";
-import { fmt, jainIndex, median, quantile } from "../stats.js";
+import { fmt, jainIndex, median, quantile, ratio } from "../stats.js";
 import { floorRest, floorTcp } from "../subjects.js";
 import { lineChart } from "../svg.js";
 import { SYSTEMS, type SystemSpec, specLabel } from "../systems.js";
@@ -305,72 +305,80 @@ export async function hotKeyPart(ctx: BenchContext): Promise<PartResult> {
     "÷ best peer: edge-redlock's handoffs/s over the highest of the three peers (either policy) in the same delay, C and process layout. ÷ @upstash/lock: edge-redlock's requests per handoff over @upstash/lock's with the same policy.",
   );
   const runs: HotRun[] = [];
+  const rounds = ctx.options.smoke ? 1 : ctx.options.hotRounds;
+  if (rounds > 1) {
+    part.method.push(
+      `Each run of the main grid is repeated in ${rounds} interleaved rounds (the system order rotates); rates, ratios and waits are medians over the rounds, lost updates and overlapping holds their sums. The multi-process and long-window runs are made once.`,
+    );
+  }
   try {
-    for (const model of s.models) {
-      await ctx.host.setUniformDelay(model.fixedMs, model.jitterMs);
-      let rotation = 0;
-      const grid = s.grid(model);
-      let idealFor: (spec: SystemSpec) => number = () => Number.NaN;
-      const idealByC = new Map<number, (spec: SystemSpec) => number>();
-      for (const c of grid.cs) {
-        const order = grid.specs.map((_, i) => grid.specs[(i + rotation) % grid.specs.length]!);
-        rotation++;
-        // Measured again for every group: on a shared machine the floor moves with the load.
-        const ideals = {
-          REST: await idealCycle(ctx, "REST", s.n, 8),
-          TCP: await idealCycle(ctx, "TCP", s.n, 8),
-          REST1: await idealCycle(ctx, "REST", 1, 8),
-        };
-        idealFor = (spec: SystemSpec) =>
-          spec.id === "upstash-lock" ? ideals.REST1 : SYSTEMS[spec.id].transport === "TCP" ? ideals.TCP : ideals.REST;
-        idealByC.set(c, idealFor);
-        part.notes.push(
-          `${model.name}, C = ${c}: ideal cycle ${fmt(ideals.REST)} ms (REST, N=${s.n}), ${fmt(ideals.TCP)} ms (TCP, N=${s.n}), ${fmt(ideals.REST1)} ms (REST, N=1).`,
-        );
-        for (const spec of order) {
-          ctx.log(`  hot key ${model.name} C=${c} ${specLabel(spec)}`);
-          runs.push(await runHotKey(ctx, spec, c, 1, s.windowMs, model.name, idealFor(spec)));
-        }
-        if (c === grid.cs[0] && model === s.models[0]) {
-          ctx.log(`  hot key ${model.name} C=${c} negative control`);
-          runs.push(await runHotKey(ctx, NEGATIVE, c, 1, s.windowMs, model.name, ideals.REST));
-        }
-      }
-      if (model === s.models[0]) {
-        for (const c of s.processCs) {
-          for (const spec of s.processSpecs) {
-            ctx.log(`  hot key ${model.name} C=${c} ${specLabel(spec)} in ${s.processes} processes`);
-            runs.push(
-              await runHotKey(ctx, spec, c, s.processes, s.windowMs, model.name, (idealByC.get(c) ?? idealFor)(spec)),
-            );
+    for (let round = 0; round < rounds; round++)
+      for (const model of s.models) {
+        await ctx.host.setUniformDelay(model.fixedMs, model.jitterMs);
+        let rotation = round;
+        const grid = s.grid(model);
+        let idealFor: (spec: SystemSpec) => number = () => Number.NaN;
+        const idealByC = new Map<number, (spec: SystemSpec) => number>();
+        for (const c of grid.cs) {
+          const order = grid.specs.map((_, i) => grid.specs[(i + rotation) % grid.specs.length]!);
+          rotation++;
+          // Measured again for every group: on a shared machine the floor moves with the load.
+          const ideals = {
+            REST: await idealCycle(ctx, "REST", s.n, 8),
+            TCP: await idealCycle(ctx, "TCP", s.n, 8),
+            REST1: await idealCycle(ctx, "REST", 1, 8),
+          };
+          idealFor = (spec: SystemSpec) =>
+            spec.id === "upstash-lock" ? ideals.REST1 : SYSTEMS[spec.id].transport === "TCP" ? ideals.TCP : ideals.REST;
+          idealByC.set(c, idealFor);
+          part.notes.push(
+            `${rounds > 1 ? `round ${round + 1}, ` : ""}${model.name}, C = ${c}: ideal cycle ${fmt(ideals.REST)} ms (REST, N=${s.n}), ${fmt(ideals.TCP)} ms (TCP, N=${s.n}), ${fmt(ideals.REST1)} ms (REST, N=1).`,
+          );
+          for (const spec of order) {
+            ctx.log(`  hot key ${rounds > 1 ? `round ${round + 1} ` : ""}${model.name} C=${c} ${specLabel(spec)}`);
+            runs.push(await runHotKey(ctx, spec, c, 1, s.windowMs, model.name, idealFor(spec)));
+          }
+          if (c === grid.cs[0] && model === s.models[0] && round === 0) {
+            ctx.log(`  hot key ${model.name} C=${c} negative control`);
+            runs.push(await runHotKey(ctx, NEGATIVE, c, 1, s.windowMs, model.name, ideals.REST));
           }
         }
-        if (s.fairness) {
-          for (const spec of s.fairness.specs) {
-            ctx.log(
-              `  hot key ${model.name} C=${s.fairness.c} ${specLabel(spec)}, ${s.fairness.windowMs / 1000} s window`,
-            );
-            runs.push(
-              await runHotKey(
-                ctx,
-                spec,
-                s.fairness.c,
-                1,
-                s.fairness.windowMs,
-                model.name,
-                (idealByC.get(s.fairness.c) ?? idealFor)(spec),
-              ),
-            );
+        if (model === s.models[0] && round === 0) {
+          for (const c of s.processCs) {
+            for (const spec of s.processSpecs) {
+              ctx.log(`  hot key ${model.name} C=${c} ${specLabel(spec)} in ${s.processes} processes`);
+              runs.push(
+                await runHotKey(ctx, spec, c, s.processes, s.windowMs, model.name, (idealByC.get(c) ?? idealFor)(spec)),
+              );
+            }
+          }
+          if (s.fairness) {
+            for (const spec of s.fairness.specs) {
+              ctx.log(
+                `  hot key ${model.name} C=${s.fairness.c} ${specLabel(spec)}, ${s.fairness.windowMs / 1000} s window`,
+              );
+              runs.push(
+                await runHotKey(
+                  ctx,
+                  spec,
+                  s.fairness.c,
+                  1,
+                  s.fairness.windowMs,
+                  model.name,
+                  (idealByC.get(s.fairness.c) ?? idealFor)(spec),
+                ),
+              );
+            }
           }
         }
       }
-    }
   } finally {
     await dropSpare();
   }
   await ctx.host.setUniformDelay(0);
-  report(part, runs, s.windowMs, s.fairness?.windowMs);
-  part.charts.push(...charts(runs, s.models[0]!.name, s.windowMs, ctx.stamp));
+  const merged = mergeRounds(runs);
+  report(part, merged, s.windowMs, s.fairness?.windowMs);
+  part.charts.push(...charts(merged, s.models[0]!.name, s.windowMs, ctx.stamp));
   return part;
 }
 
@@ -397,7 +405,7 @@ function report(part: PartResult, runs: HotRun[], windowMs: number, fairnessMs: 
       own && best ? `${(r.handoffsPerS / best).toFixed(2)}×` : "",
       fmt(r.attemptsPerHandoff, 1),
       `${fmt(r.requestsPerHandoff, 1)} ${r.requestUnit}`,
-      own && up ? `${(r.requestsPerHandoff / up).toFixed(2)}×` : "",
+      own && up ? ratio(r.requestsPerHandoff, up) : "",
       fmt(r.waitP50, 0),
       fmt(r.waitP99, 0),
       fmt(r.jain, 2),
@@ -505,6 +513,38 @@ function report(part: PartResult, runs: HotRun[], windowMs: number, fairnessMs: 
       pass: r.lostUpdates === 0 && r.overlaps === 0,
     });
   }
+}
+
+/** One figure per system and setting: medians over rounds for rates and waits, sums for the correctness counters. */
+function mergeRounds(runs: HotRun[]): HotRun[] {
+  const groups = new Map<string, HotRun[]>();
+  for (const r of runs) {
+    const key = `${r.delay}|${r.c}|${r.processes}|${r.windowS}|${r.label}`;
+    groups.set(key, [...(groups.get(key) ?? []), r]);
+  }
+  return [...groups.values()].map((group) => {
+    const first = group[0] as HotRun;
+    if (group.length === 1) return first;
+    const mid = (pick: (r: HotRun) => number) => median(group.map(pick).filter(Number.isFinite));
+    const sum = (pick: (r: HotRun) => number) => group.reduce((a, r) => a + pick(r), 0);
+    const names = new Set(group.flatMap((r) => Object.keys(r.commandsPerHandoff)));
+    return {
+      ...first,
+      handoffsPerS: mid((r) => r.handoffsPerS),
+      attemptsPerHandoff: mid((r) => r.attemptsPerHandoff),
+      requestsPerHandoff: mid((r) => r.requestsPerHandoff),
+      waitP50: mid((r) => r.waitP50),
+      waitP99: mid((r) => r.waitP99),
+      jain: mid((r) => r.jain),
+      starved: mid((r) => r.starved),
+      gaveUp: mid((r) => r.gaveUp),
+      efficiency: mid((r) => r.efficiency),
+      errors: sum((r) => r.errors),
+      lostUpdates: sum((r) => r.lostUpdates),
+      overlaps: sum((r) => r.overlaps),
+      commandsPerHandoff: Object.fromEntries([...names].map((n) => [n, mid((r) => r.commandsPerHandoff[n] ?? 0)])),
+    };
+  });
 }
 
 /** Where edge-redlock is behind the best peer, say so and point at the measured cause. */
