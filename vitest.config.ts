@@ -35,6 +35,16 @@ export default defineConfig({
           hookTimeout: 60_000,
         },
       },
+      // A one-second run of every benchmark part (npm run bench): it runs, and its correctness columns are 0.
+      {
+        test: {
+          name: "bench",
+          environment: "node",
+          include: ["test/bench/**/*.test.ts"],
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+        },
+      },
       // The portable suite (test/runtimes/portable-suite.ts) in every runtime, against the built package.
       {
         test: {

@@ -517,3 +517,34 @@ describe("setDelay", () => {
     cluster.setDelay(0, 0);
   });
 });
+
+describe("setJitter, requestCounts and commandCounts", () => {
+  afterAll(() => cluster.setJitter(0, 0));
+
+  it("holds each request back by a random delay below the bound, before the command runs", async () => {
+    cluster.setJitter(0, 400);
+    const waits: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const start = performance.now();
+      await post("/", ["PING"]);
+      waits.push(performance.now() - start);
+    }
+    // Random in [0, 400): six of them sum to about 1200 ms (below 300 ms with odds of 1 in 4000),
+    // are not all alike, and none is far beyond the bound (loose: a busy machine).
+    expect(waits.reduce((a, b) => a + b, 0)).toBeGreaterThan(300);
+    expect(Math.max(...waits) - Math.min(...waits)).toBeGreaterThan(5);
+    expect(Math.max(...waits)).toBeLessThan(400 + 1_000);
+    cluster.setJitter(0, 0);
+  });
+
+  it("counts every HTTP request the bridge receives, whatever its outcome", async () => {
+    const before = cluster.requestCounts()[0] as number;
+    const pingsBefore = cluster.commandCounts()[0]?.ping ?? 0;
+    await post("/", ["PING"]);
+    await post("/pipeline", [["PING"], ["ping"]]);
+    await post("/nope", []);
+    expect((cluster.requestCounts()[0] as number) - before).toBe(3);
+    // Commands are counted by name, case-insensitively: 1 + 2 PINGs.
+    expect((cluster.commandCounts()[0]?.ping ?? 0) - pingsBefore).toBe(3);
+  });
+});

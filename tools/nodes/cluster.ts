@@ -43,6 +43,12 @@ export interface NodeCluster {
   restart(i: number): Promise<void>;
   /** Delays every response of node i's bridge by `ms` (see {@link Bridge.setDelay}). */
   setDelay(i: number, ms: number, phase?: DelayPhase): void;
+  /** Adds a random delay in `[0, maxMs)` before each command of node i (see {@link Bridge.setJitter}). */
+  setJitter(i: number, maxMs: number): void;
+  /** HTTP requests each node's bridge has received so far, by node index. */
+  requestCounts(): number[];
+  /** Commands each node's bridge has received so far, by lower-case name, by node index. */
+  commandCounts(): Record<string, number>[];
   /** PIDs of the redis-servers currently running. */
   pids(): number[];
   /** Stops every bridge and redis-server, waits for the processes to exit, removes the temp dir. */
@@ -180,6 +186,9 @@ export async function startNodes(options: StartNodesOptions = {}): Promise<NodeC
       await waitForPing(n.info.url, n.info.token, 5_000);
     },
     setDelay: (i, ms, phase) => node(i).bridge.setDelay(ms, phase),
+    setJitter: (i, maxMs) => node(i).bridge.setJitter(maxMs),
+    requestCounts: () => nodes.map((n) => n.bridge.requestCount()),
+    commandCounts: () => nodes.map((n) => n.bridge.commandCounts()),
     pids: () => nodes.filter((n) => n.redis.isRunning()).map((n) => n.info.pid),
     stop,
   };

@@ -9,6 +9,20 @@ import type { CommandRunner, Outcome } from "./redis-backend.js";
 /** Where an artificial delay is applied: before the command runs, or after it ran. */
 export type DelayPhase = "request" | "response";
 
+/** The fault-injection delay of a bridge, read on every request. */
+export interface DelaySpec {
+  /** Fixed delay added to every round trip, in milliseconds (0: none). */
+  ms: number;
+  /** Whether the fixed delay holds the request back before the command runs, or its response after. */
+  phase: DelayPhase;
+  /**
+   * Each request also waits a fresh random delay, uniform in `[0, jitterMs)`, before its command
+   * runs (request direction), so concurrent clients reach the node in varying orders.
+   * @default 0
+   */
+  jitterMs?: number;
+}
+
 /** Options of {@link createBridgeApp}. */
 export interface BridgeAppOptions {
   /** The only accepted bearer token. */
@@ -18,12 +32,16 @@ export interface BridgeAppOptions {
   /** Largest accepted request body, in bytes. */
   maxBodyBytes: number;
   /** Read on every request: the fault-injection delay currently configured. */
-  delay: () => { ms: number; phase: DelayPhase };
+  delay: () => DelaySpec;
   /**
    * Let administration commands (SHUTDOWN, CONFIG, DEBUG, …) through; see `unavailableReason`.
    * @default false
    */
   allowAdminCommands?: boolean;
+  /** Called once for every HTTP request received, before any delay (server-side request counting). */
+  onRequest?: () => void;
+  /** Called with the commands of every well-formed request, before they run (server-side command counting). */
+  onCommands?: (commands: readonly RedisCommand[]) => void;
 }
 
 type PerCommand = { result: JsonValue } | { error: string };
@@ -42,7 +60,10 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
   const refusal = (command: RedisCommand) => unavailableReason(command, options.allowAdminCommands ?? false);
 
   const delay: MiddlewareHandler = async (_c, next) => {
-    const { ms, phase } = options.delay();
+    options.onRequest?.();
+    const { ms, phase, jitterMs = 0 } = options.delay();
+    // Jitter goes on the request direction: it is what makes clients arrive in different orders.
+    if (jitterMs > 0) await sleep(Math.random() * jitterMs);
     if (ms > 0 && phase === "request") await sleep(ms);
     await next();
     if (ms > 0 && phase === "response") await sleep(ms);
@@ -76,6 +97,7 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
 
   app.on(["POST", "PUT"], "/", auth, limit, async (c) => {
     const command = toRedisCommand(await readJson(c));
+    options.onCommands?.([command]);
     const refused = refusal(command);
     if (refused) throw badRequest(refused);
     const outcome = await options.runner.single(command);
@@ -85,6 +107,7 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
 
   app.on(["POST", "PUT"], "/pipeline", auth, limit, async (c) => {
     const commands = toRedisCommands(await readJson(c), "pipeline");
+    options.onCommands?.(commands);
     // An unavailable command fails on its own, like any other failing pipeline element; the
     // others still run (auto-pipelining in @upstash/redis batches unrelated commands together).
     const refusals = commands.map((command) => refusal(command));
@@ -99,6 +122,7 @@ export function createBridgeApp(options: BridgeAppOptions): Hono {
 
   app.on(["POST", "PUT"], "/multi-exec", auth, limit, async (c) => {
     const commands = toRedisCommands(await readJson(c), "transaction");
+    options.onCommands?.(commands);
     commands.forEach((command, i) => {
       const refused = refusal(command);
       if (refused)

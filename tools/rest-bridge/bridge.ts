@@ -1,6 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
-import { createBridgeApp, type DelayPhase } from "./app.js";
+import { createBridgeApp, type DelayPhase, type DelaySpec } from "./app.js";
 import { RedisBackend } from "./redis-backend.js";
 
 /** Options of {@link startBridge}. */
@@ -45,6 +45,15 @@ export interface Bridge {
    * `phase: "request"` the command itself starts late.
    */
   setDelay(ms: number, phase?: DelayPhase): void;
+  /**
+   * Fault hook: every request also waits a random delay, uniform in `[0, maxMs)`, before its
+   * command runs (0 turns it off). Combines with {@link Bridge.setDelay}.
+   */
+  setJitter(maxMs: number): void;
+  /** HTTP requests received since the bridge started (any route, any outcome). */
+  requestCount(): number;
+  /** Commands received in well-formed requests since the bridge started, by lower-case name. */
+  commandCounts(): Record<string, number>;
   /** Stops the HTTP server (dropping kept-alive connections) and closes the Redis connection. */
   close(): Promise<void>;
 }
@@ -58,7 +67,9 @@ export interface Bridge {
  */
 export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   const host = options.host ?? "127.0.0.1";
-  let delay = { ms: 0, phase: "response" as DelayPhase };
+  let delay: DelaySpec = { ms: 0, phase: "response", jitterMs: 0 };
+  let requests = 0;
+  const commands: Record<string, number> = {};
   const backend = new RedisBackend({
     host: options.redisHost ?? "127.0.0.1",
     port: options.redisPort,
@@ -71,6 +82,15 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024,
     delay: () => delay,
     allowAdminCommands: options.allowAdminCommands ?? false,
+    onRequest: () => {
+      requests++;
+    },
+    onCommands: (received) => {
+      for (const [name] of received) {
+        const key = String(name).toLowerCase();
+        commands[key] = (commands[key] ?? 0) + 1;
+      }
+    },
   });
   const server = createAdaptorServer({ fetch: app.fetch, hostname: host });
 
@@ -96,8 +116,14 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     port,
     setDelay(ms, phase = "response") {
       if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`invalid delay: ${ms}`);
-      delay = { ms, phase };
+      delay = { ...delay, ms, phase };
     },
+    setJitter(maxMs) {
+      if (!Number.isFinite(maxMs) || maxMs < 0) throw new RangeError(`invalid jitter: ${maxMs}`);
+      delay = { ...delay, jitterMs: maxMs };
+    },
+    requestCount: () => requests,
+    commandCounts: () => ({ ...commands }),
     close() {
       closed ??= new Promise<void>((resolve) => {
         // @upstash/redis uses keep-alive: without closeAllConnections, close() would wait for

@@ -3,6 +3,6 @@
  * tests and local development. See {@link startBridge}.
  */
 
-export type { DelayPhase } from "./app.js";
+export type { DelayPhase, DelaySpec } from "./app.js";
 export { UNAUTHORIZED_MESSAGE } from "./auth.js";
 export { type Bridge, type BridgeOptions, startBridge } from "./bridge.js";

@@ -1,0 +1,64 @@
+/** What every benchmark part gets and returns. */
+import type { NodeHost } from "./node-host-client.js";
+
+/** Command-line options, resolved. */
+export interface BenchOptions {
+  /** Shorter windows, fewer rounds and sizes (under 3 minutes). */
+  quick: boolean;
+  /** About one second per part: checks the harness runs (npm test), figures are meaningless. */
+  smoke: boolean;
+  /** Hot-key window per run, in seconds. */
+  durationS: number;
+  /** Interleaved rounds of the latency parts. */
+  rounds: number;
+  /** Interleaved rounds of the hot-key grid (each run repeated; medians reported). */
+  hotRounds: number;
+}
+
+export interface BenchContext {
+  host: NodeHost;
+  options: BenchOptions;
+  log: (message: string) => void;
+  /** One line stating when and where the figures were measured, for the charts. */
+  stamp: string;
+}
+
+/** A table of results; cells are already formatted. */
+export interface Table {
+  title: string;
+  columns: string[];
+  rows: string[][];
+}
+
+/** A target from the issues, checked against this run's figures. */
+export interface Check {
+  target: string;
+  measured: string;
+  pass: boolean;
+}
+
+/** A chart written next to RESULTS.md. */
+export interface Chart {
+  file: string;
+  title: string;
+  svg: string;
+}
+
+export interface PartResult {
+  id: string;
+  title: string;
+  /** How it was measured (one line each). */
+  method: string[];
+  tables: Table[];
+  checks: Check[];
+  notes: string[];
+  charts: Chart[];
+  /** Correctness counters that must be 0 (lost updates, overlapping holds), per row label. */
+  violations: { label: string; lostUpdates: number; overlaps: number }[];
+  /** Wall time of the part, in seconds. */
+  seconds?: number;
+}
+
+export function emptyPart(id: string, title: string): PartResult {
+  return { id, title, method: [], tables: [], checks: [], notes: [], charts: [], violations: [] };
+}
