@@ -104,16 +104,25 @@ export async function pollGate(
 }
 
 /**
- * Release on the gate node (compare-and-DEL) and learn how many waiters are in line. Throws a
+ * Release on the gate node (compare-and-DEL) and learn how many waiters are in line. `ttlMs` is
+ * the TTL the keys were last set with (0 when unknown): the gate learns from it how long the hold
+ * lasted. Throws a
  * {@link NodeError} for an answer of the wrong shape.
  */
 export async function releaseOnGate(
   node: RedisNode,
   keys: readonly string[],
   token: string,
+  ttlMs: number,
   context: TaskContext,
 ): Promise<{ outcome: NodeOutcomeKind; waiting: number }> {
-  const reply = await runScript(node, gateReleaseScript, [...keys, ...gateKeys(keys)], [token, keys.length], context);
+  const reply = await runScript(
+    node,
+    gateReleaseScript,
+    [...keys, ...gateKeys(keys)],
+    [token, keys.length, ttlMs],
+    context,
+  );
   if (Array.isArray(reply) && reply.length === 2) {
     const [deleted, waiting] = reply;
     if (

@@ -96,6 +96,7 @@ export class Lock {
   #controller: AbortController | undefined;
   #lostReason: RedlockError | undefined;
   #deadline: number;
+  #lastTtlMs: number;
   #extensions = 0;
   #released = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -113,6 +114,7 @@ export class Lock {
     this.options = init.options;
     this.#operations = init.operations;
     this.#deadline = init.deadline;
+    this.#lastTtlMs = init.ttlMs;
     // The loss timer exists only for someone who listens: the signal (created on first use) or
     // the onLockLost hook. A lock nobody watches costs no timer.
     if (this.options.onLockLost) this.#scheduleLossTimer();
@@ -218,11 +220,27 @@ export class Lock {
     return this.#operations.release(this);
   }
 
+  /** @internal The TTL the keys were last set with: at acquisition, or by the last extension. */
+  get lastTtlMs(): number {
+    return this.#lastTtlMs;
+  }
+
   /** @internal Record a successful extension. */
-  extended(deadline: number): void {
+  extended(deadline: number, ttlMs: number): void {
     this.#extensions++;
+    this.#lastTtlMs = ttlMs;
     // The extension set every key's TTL to the new value, shorter or longer: the keys now expire
     // by the new deadline, so the lock may claim no more than that.
+    this.#deadline = deadline;
+    if (this.#controller !== undefined || this.options.onLockLost) this.#scheduleLossTimer();
+  }
+
+  /**
+   * @internal A failed extension may still have set the keys' TTL on some nodes (an answer lost,
+   * late or timed out): never claim beyond what it may have set.
+   */
+  capDeadline(deadline: number): void {
+    if (deadline >= this.#deadline) return;
     this.#deadline = deadline;
     if (this.#controller !== undefined || this.options.onLockLost) this.#scheduleLossTimer();
   }

@@ -10,7 +10,7 @@ import type { Lock } from "../lock.js";
 import { extendOnNode } from "../node-operations.js";
 import type { RedlockOptions, ResolvedOptions } from "../options.js";
 import { validateTtl } from "../options.js";
-import { refusalReason } from "../quorum.js";
+import { driftMs, refusalReason } from "../quorum.js";
 import type { AttemptReport } from "../report.js";
 import { summary } from "./summary.js";
 
@@ -74,6 +74,9 @@ export async function extendLock(
       `extending lock on ${what} by ${ttlMs} ms would hold it past maxHoldMs ${o.maxHoldMs}`,
     );
   }
+  // Read before the first send: a failed extension that reached some nodes set their keys to
+  // expire `ttlMs` after some moment later than this.
+  const startedAt = o.clock.now();
   try {
     const { report, deadline } = await extendKeys(
       engine,
@@ -84,9 +87,12 @@ export async function extendLock(
       ttlMs,
       lock.extensions + 1,
     );
-    lock.extended(deadline);
+    lock.extended(deadline, ttlMs);
     return report;
   } catch (error) {
+    // Nodes whose answer was lost, late or a timeout may have applied the PEXPIRE: when it was
+    // shorter than what was left, their keys now expire sooner than the lock claimed.
+    lock.capDeadline(startedAt + ttlMs - driftMs(ttlMs, o.driftFactor));
     if (error instanceof ExtendError && error.cause instanceof LockLostError) lock.lose(error.cause);
     throw error;
   }

@@ -13,13 +13,17 @@ import { cleanUpAcquisition } from "./cleanup.js";
 /** How long a resource counts as contended after a release found waiters in line, in ms. */
 const HOT_AFTER_RELEASE_MS = 2000;
 
-/** Release `keys` held with `token` on every node. Never throws for node failures. */
+/**
+ * Release `keys` held with `token` on every node. Never throws for node failures. `ttlMs`: the
+ * TTL the keys were last set with, when known (the gate records how long the hold lasted).
+ */
 export async function releaseKeys(
   engine: Engine,
   o: ResolvedOptions,
   resources: readonly string[],
   keys: readonly string[],
   token: string,
+  ttlMs = 0,
 ): Promise<ReleaseResult> {
   // The gate node also says how many wait in line: this client's next acquisition of the same
   // resource then queues up behind them instead of jumping the line (see waiting.ts).
@@ -28,7 +32,7 @@ export async function releaseKeys(
     yes: "released",
     task: async (i, context) => {
       if (i !== gate) return releaseOnNode(engine.node(i), keys, token, context);
-      const { outcome, waiting } = await releaseOnGate(engine.node(i), keys, token, context);
+      const { outcome, waiting } = await releaseOnGate(engine.node(i), keys, token, ttlMs, context);
       if (waiting > 0) engine.hot.mark(keys.join("\n"), o.clock.now(), HOT_AFTER_RELEASE_MS);
       return outcome;
     },
@@ -47,7 +51,7 @@ export async function releaseKeys(
 export async function releaseLock(engine: Engine, lock: Lock): Promise<ReleaseResult> {
   const fan = lock.acquireFan;
   const finishedAtRelease = lock.acquireReport.nodes.map((_, i) => fan.isFinished(i));
-  const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token);
+  const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, lock.lastTtlMs);
   // Common case: every acquire request had its answer; nothing can land after our DEL.
   if (finishedAtRelease.includes(false) || lock.acquireReport.nodes.some((n) => n.outcome !== "acquired")) {
     cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease);

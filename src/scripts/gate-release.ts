@@ -8,13 +8,16 @@ import type { Script } from "./script.js";
 
 /**
  * KEYS: the lock keys (1..n), then the gate's queue, leases and stats keys. ARGV[1]: token.
- * ARGV[2]: n. Returns `{deleted, waiting}`: how many keys were deleted, and how many waiters hold
- * a lease. A release that deleted our keys after a take through the gate records how long the
- * hold lasted (an average), from which the gate predicts the next release.
+ * ARGV[2]: n. ARGV[3]: the TTL the keys were last set with (acquired or extended). Returns
+ * `{deleted, waiting}`: how many keys were deleted, and how many waiters hold a lease. A release
+ * that deleted our keys records how long the hold lasted (the TTL less the key's PTTL: an average
+ * over releases), from which the gate predicts the next release, whoever took the lock and how.
  */
 export const gateReleaseScript: Script = Object.freeze({
   name: "gate-release",
   source: `local n = tonumber(ARGV[2])
+local ttl = tonumber(ARGV[3])
+local left = redis.call("PTTL", KEYS[1])
 local deleted = 0
 for i = 1, n do
   if redis.call("GET", KEYS[i]) == ARGV[1] then
@@ -24,17 +27,17 @@ end
 local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local stats = KEYS[n + 3]
-local last = tonumber(redis.call("HGET", stats, "last") or "0")
-if deleted > 0 and last > 0 and redis.call("HGET", stats, "holder") == ARGV[1] then
-  local held = now - last
+if deleted > 0 and left > 0 and left <= ttl then
+  local held = ttl - left
   local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
   if hold == 0 then
     hold = held
   else
     hold = math.floor((3 * hold + held) / 4)
   end
-  redis.call("HSET", stats, "hold", hold, "released", now)
+  redis.call("HSET", stats, "hold", hold, "ttl", ttl, "released", now)
+  redis.call("PEXPIRE", stats, 600000)
 end
 return {deleted, redis.call("ZCOUNT", KEYS[n + 2], now, "+inf")}`,
-  sha1: "72249b5ebb32edc27d64d1679e4652488c445461",
+  sha1: "ec2f72473ffaeede7a8e0c3b0fbf9c0107bb8ed9",
 });

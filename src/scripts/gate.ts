@@ -6,9 +6,10 @@
  *
  * State on the gate node, besides the lock keys: a queue (sorted set: ticket → waiter), the
  * waiters' leases (sorted set: lease expiry → waiter; a waiter that stops polling drops out when
- * its lease runs out), and a small hash: the ticket counter, the server time and token of the last
- * take, the time of the last release, and an average of how long a hold lasts from take to
- * release (recorded by `gate-release.ts`), from which waiters predict when the lock frees up.
+ * its lease runs out), and a small hash: the ticket counter, the time of the last release, and an
+ * average of how long a hold lasts (recorded by `gate-release.ts` with the TTL in use), from which
+ * waiters predict when the lock frees up: the current holder has held it for the TTL less its
+ * key's PTTL.
  * The first in line has the lock to itself once it is free; if it has not come for it after half
  * a hold (20 ms at least), whoever polls first takes it, so a waiter that oversleeps stalls no one.
  * @module
@@ -60,8 +61,8 @@ for i = 1, n do
     pttl = p
   end
 end
-local last = tonumber(redis.call("HGET", stats, "last") or "0")
 local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
+local ttl = tonumber(redis.call("HGET", stats, "ttl") or "0")
 local released = tonumber(redis.call("HGET", stats, "released") or "0")
 local ticket = tonumber(redis.call("ZSCORE", queue, waiter) or "0")
 if ticket == 0 then
@@ -84,7 +85,7 @@ if mode == "take" and pttl == -2 and (rank == 0 or late) then
   if released > 0 then
     ago = now - released
   end
-  redis.call("HSET", stats, "last", now, "holder", ARGV[3], "released", 0)
+  redis.call("HSET", stats, "released", 0)
   redis.call("PEXPIRE", stats, 600000)
   return {1, 0, -2, ago, hold, ticket}
 end
@@ -98,8 +99,8 @@ end
 local freeIn = 0
 if pttl ~= -2 then
   freeIn = pttl
-  if hold > 0 and last > 0 then
-    local predicted = last + hold - now
+  if hold > 0 and ttl > 0 and pttl > 0 and pttl <= ttl then
+    local predicted = hold - (ttl - pttl)
     if predicted < 0 then
       predicted = 0
     end
@@ -109,5 +110,5 @@ if pttl ~= -2 then
   end
 end
 return {0, rank, pttl, freeIn, hold, ticket}`,
-  sha1: "8c44be2e91d465d0c0fa0a3acbfa969044f7ad41",
+  sha1: "d11c2540c1b48c87c8d41c92eb3c456ced4c02f9",
 });

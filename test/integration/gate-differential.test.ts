@@ -55,8 +55,8 @@ describe("gate scripts: Lua and model agree", () => {
     ];
     for (const [waiter, mode, token] of steps) {
       if (mode === "release") {
-        const real = await releaseOnGate(node, [key], token, context());
-        const modelled = runGateRelease(model, keys, [token, "1"]) as number[];
+        const real = await releaseOnGate(node, [key], token, 5000, context());
+        const modelled = runGateRelease(model, keys, [token, "1", "5000"]) as number[];
         expect(real, `${waiter} ${mode}`).toEqual({
           outcome: modelled[0] ? "released" : "not-held",
           waiting: modelled[1],

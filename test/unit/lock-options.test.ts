@@ -139,3 +139,18 @@ describe("lock.assertHeld()", () => {
     expect(() => other.assertHeld(0)).toThrow(LockLostError);
   });
 });
+
+describe("a failed extension", () => {
+  it("that shortened the keys on the nodes it reached late claims no more than the shorter TTL", async () => {
+    const nodes = fakeNodes(3);
+    const lock = await run(client(nodes, { requestTimeoutMs: 50 }).acquire("r", 3000));
+    // Two nodes apply the PEXPIRE after the deadline: the extension fails, yet their keys now
+    // expire 600 ms after it, long before the 3 s the lock held before.
+    for (const n of nodes.slice(1)) n.behaviour = { kind: "late", latencyMs: 100 };
+    await expect(run(lock.extend(600))).rejects.toMatchObject({ code: "EXTEND_FAILED" });
+    await vi.advanceTimersByTimeAsync(200);
+    const expiries = nodes.map((n) => (n.get("r") === lock.token ? (n.store.get("r")?.expiresAt ?? 0) : 0));
+    const quorumExpiry = [...expiries].sort((a, b) => b - a)[1] as number;
+    expect(Date.now() + lock.remainingMs()).toBeLessThanOrEqual(quorumExpiry);
+  });
+});

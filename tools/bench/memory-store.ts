@@ -34,7 +34,7 @@ const LIBRARY_SCRIPTS: Record<string, ScriptRun> = {
     return deleted;
   },
   // The release on a resource's gate node; the CPU part never waits, so no one is in line.
-  "gate-release": (s, keys, [token, count]) => {
+  "gate-release": (s, keys, [token, count, _ttl]) => {
     let deleted = 0;
     for (const k of keys.slice(0, Number(count))) if (s.get(k) === token && s.delete(k)) deleted++;
     return [deleted, 0];

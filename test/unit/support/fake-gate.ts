@@ -18,10 +18,9 @@ interface GateState {
   queue: Map<string, number>;
   leases: Map<string, number>;
   seq: number;
-  last: number;
   hold: number;
+  ttl: number;
   released: number;
-  holder: string | undefined;
 }
 
 const states = new WeakMap<GateStore, Map<string, GateState>>();
@@ -34,7 +33,7 @@ function stateOf(store: GateStore, queueKey: string): GateState {
   }
   let state = byKey.get(queueKey);
   if (!state) {
-    state = { queue: new Map(), leases: new Map(), seq: 0, last: 0, hold: 0, released: 0, holder: undefined };
+    state = { queue: new Map(), leases: new Map(), seq: 0, hold: 0, ttl: 0, released: 0 };
     byKey.set(queueKey, state);
   }
   return state;
@@ -93,8 +92,6 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.queue.delete(waiter);
     state.leases.delete(waiter);
     const ago = state.released > 0 ? now - state.released : -1;
-    state.last = now;
-    state.holder = token;
     state.released = 0;
     return [1, 0, -2, ago, state.hold, ticket];
   }
@@ -102,8 +99,8 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
   let freeIn = 0;
   if (pttl !== -2) {
     freeIn = pttl;
-    if (state.hold > 0 && state.last > 0) {
-      const predicted = Math.max(0, state.last + state.hold - now);
+    if (state.hold > 0 && state.ttl > 0 && pttl > 0 && pttl <= state.ttl) {
+      const predicted = Math.max(0, state.hold - (state.ttl - pttl));
       if (pttl === -1 || predicted < pttl) freeIn = predicted;
     }
   }
@@ -112,13 +109,16 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
 
 export function runGateRelease(store: GateStore, keys: string[], argv: string[]): RedisReply {
   const n = Number(argv[1]);
+  const ttl = Number(argv[2]);
+  const left = store.pttl(keys[0] as string);
   let deleted = 0;
   for (const key of keys.slice(0, n)) if (store.get(key) === argv[0]) deleted += store.del(key);
   const state = stateOf(store, keys[n] as string);
   const now = store.now();
-  if (deleted > 0 && state.last > 0 && state.holder === argv[0]) {
-    const held = now - state.last;
+  if (deleted > 0 && left > 0 && left <= ttl) {
+    const held = ttl - left;
     state.hold = state.hold === 0 ? held : Math.floor((3 * state.hold + held) / 4);
+    state.ttl = ttl;
     state.released = now;
   }
   let waiting = 0;
