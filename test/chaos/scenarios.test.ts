@@ -1,0 +1,61 @@
+/**
+ * A short seeded run of every chaos scenario against real nodes: zero anomalies in every safe
+ * configuration, at least one from each checker a negative control is built to trip. Assertions
+ * are on anomaly counts only, never on timings (the machine is shared).
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { runScenario, type ScenarioResult } from "../../tools/chaos/harness.js";
+import type { AuditEvent } from "../../tools/chaos/history.js";
+import { createBuildCache } from "../../tools/chaos/run.js";
+import { SCENARIOS } from "../../tools/chaos/scenarios.js";
+import { isProcessAlive } from "../../tools/nodes/process-utils.js";
+
+const SEED = 1;
+/** Workload time of each random scenario. */
+const DURATION_MS = 2_000;
+const CLIENTS = 3;
+
+const builds = createBuildCache();
+const results = new Map<string, ScenarioResult>();
+afterAll(() => builds.dispose());
+
+describe("chaos scenarios, seed 1", () => {
+  for (const scenario of SCENARIOS) {
+    const expectation =
+      scenario.kind === "safe" ? "shows no anomaly" : `makes ${(scenario.mustFire ?? []).join(" and ")} fire`;
+    it(`${scenario.name} ${expectation}`, async () => {
+      const result = await runScenario(scenario, {
+        seed: SEED,
+        durationMs: DURATION_MS,
+        clients: CLIENTS,
+        builds: (variant) => builds.get(variant),
+      });
+      results.set(scenario.name, result);
+      expect(result.verdict.reasons).toEqual([]);
+      // The workload ran: clients tried to lock.
+      expect(result.checks.liveness.acquires).toBeGreaterThan(0);
+      // Nothing the run started outlives it.
+      expect(result.pids.filter(isProcessAlive)).toEqual([]);
+    });
+  }
+
+  it("exercised every checker in the safe runs (grants, audits, checked releases, counter writes)", () => {
+    const safe = [...results.values()].filter((r) => r.scenario.kind === "safe");
+    expect(safe.length).toBe(SCENARIOS.filter((s) => s.kind === "safe").length);
+    const total = (f: (r: ScenarioResult) => number) => safe.reduce((sum, r) => sum + f(r), 0);
+    expect(total((r) => r.checks.overlap.grants)).toBeGreaterThan(0);
+    expect(total((r) => r.checks.claims.audits)).toBeGreaterThan(0);
+    expect(total((r) => r.checks.foreignTouch.touches)).toBeGreaterThan(0);
+    expect(total((r) => r.checks.counter.unfenced.writes)).toBeGreaterThan(0);
+    expect(total((r) => Object.values(r.faults).reduce((a, b) => a + b, 0))).toBeGreaterThan(0);
+  });
+
+  it("reports the shortened-extension defect through checker 2, after the extension, and only on the defective build", () => {
+    const defective = results.get("defect-extension");
+    const fixed = results.get("shorter-extension");
+    expect(defective?.checks.claims.anomalies.some((a) => a.after === "extend")).toBe(true);
+    // The same schedule on src/ as it is: the extension was audited, and claimed no more than the keys hold.
+    expect(fixed?.history.some((e): e is AuditEvent => e.f === "audit" && e.after === "extend")).toBe(true);
+    expect(fixed?.checks.claims.anomalies).toEqual([]);
+  });
+});
