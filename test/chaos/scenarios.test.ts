@@ -13,7 +13,9 @@ import { isProcessAlive } from "../../tools/nodes/process-utils.js";
 const SEED = 1;
 /** Workload time of each random scenario. */
 const DURATION_MS = 2_000;
-const CLIENTS = 3;
+const PROCESSES = 3;
+/** One process runs two workers. */
+const CLIENTS = 4;
 
 const builds = createBuildCache();
 const results = new Map<string, ScenarioResult>();
@@ -27,6 +29,7 @@ describe("chaos scenarios, seed 1", () => {
       const result = await runScenario(scenario, {
         seed: SEED,
         durationMs: DURATION_MS,
+        processes: PROCESSES,
         clients: CLIENTS,
         builds: (variant) => builds.get(variant),
       });

@@ -122,10 +122,12 @@ describe("command line and verdicts", () => {
       seed: 42,
       durationS: 600,
       scenario: "all",
+      processes: 3,
       clients: 4,
       out: undefined,
     });
-    expect(parseOptions(["--processes=5"]).clients).toBe(5);
+    expect(parseOptions(["--processes=5"])).toMatchObject({ processes: 5, clients: 5 });
+    expect(parseOptions(["--processes=2", "--clients=6"])).toMatchObject({ processes: 2, clients: 6 });
     expect(() => parseOptions(["--seed", "x"])).toThrow(/--seed/);
     expect(() => parseOptions(["--speed", "1"])).toThrow(/unknown option/);
   });

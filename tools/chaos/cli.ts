@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- --seed S --duration D --scenario NAME|all [--clients K] [--out DIR]`
+ * `npm run chaos -- --seed S --duration D --scenario NAME|all [--clients K] [--processes P] [--out DIR]`
  *
  * Runs the scenarios against real local nodes with faults injected, checks the histories, prints
  * the summary table, and writes the histories, SVG timelines and report.json. Exit code 1 when a
@@ -29,11 +29,12 @@ async function main(): Promise<void> {
   const out = options.out ?? mkdtempSync(join(tmpdir(), `edge-redlock-chaos-${options.seed}-`));
   const command = `npm run chaos -- ${process.argv.slice(2).join(" ")}`.trim();
   console.log(
-    `${command}\nseed ${options.seed}, ${scenarios.length} scenarios, ${durationMs} ms per random scenario, ${options.clients} client processes; output in ${out}`,
+    `${command}\nseed ${options.seed}, ${scenarios.length} scenarios, ${durationMs} ms per random scenario, ${options.processes} client processes running ${options.clients} workers; output in ${out}`,
   );
   const { report } = await runScenarios(scenarios, {
     seed: options.seed,
     durationMs,
+    processes: options.processes,
     clients: options.clients,
     out,
     command,

@@ -165,7 +165,7 @@ class Client {
       id,
     );
     this.#lock = lock;
-    send({ type: "holding", resource });
+    send({ type: "holding", worker: id, resource });
     const held = lock;
     let releasing = false;
     this.#releasing = () => {
@@ -360,7 +360,7 @@ class Client {
       { t: harnessNow(), type: "ok", f: "release", resource, lock: lockId, released: result.released },
       this.#config.id,
     );
-    send({ type: "holding", resource: null });
+    send({ type: "holding", worker: this.#config.id, resource: null });
     return result.released > 0;
   }
 
@@ -407,24 +407,31 @@ function stall(ms: number): void {
 }
 
 function main(): void {
-  let client: Client | undefined;
-  let work: Promise<void> = Promise.resolve();
+  // Worker 0 also takes the driven steps; every worker runs the random workload.
+  let workers: Client[] = [];
+  let work: Promise<unknown> = Promise.resolve();
   process.on("message", (message: ToClient) => {
     switch (message.type) {
-      case "init":
-        client = new Client(message.config);
+      case "init": {
+        const { config } = message;
+        const count = Math.max(1, config.workers ?? 1);
+        workers = Array.from(
+          { length: count },
+          (_, j) => new Client({ ...config, id: count === 1 ? config.id : `${config.id}.${j}` }),
+        );
         send({ type: "ready" });
         break;
+      }
       case "ping":
         send({ type: "pong", id: message.id, t: harnessNow() });
         break;
       case "run":
-        work = client?.run(message.untilMs) ?? work;
+        work = Promise.all(workers.map((w) => w.run(message.untilMs)));
         break;
       case "do":
         work = work.then(async () => {
           try {
-            const result = (await client?.perform(message.op)) ?? { ok: false, detail: "not initialised" };
+            const result = (await workers[0]?.perform(message.op)) ?? { ok: false, detail: "not initialised" };
             send({ type: "done", id: message.id, ...result });
           } catch (error) {
             send({ type: "done", id: message.id, ok: false, detail: codeOf(error) });
@@ -435,9 +442,9 @@ function main(): void {
         stall(message.ms);
         break;
       case "stop":
-        client?.stop();
+        for (const w of workers) w.stop();
         void work
-          .then(() => client?.close())
+          .then(() => Promise.all(workers.map((w) => w.close())))
           .finally(() => {
             send({ type: "stopped" });
             process.disconnect?.();

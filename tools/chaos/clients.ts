@@ -12,7 +12,7 @@ import type { ClientConfig, DrivenOp, FromClient, ToClient } from "./protocol.js
 export interface ClientProcess {
   readonly id: string;
   readonly pid: number;
-  /** The resource it holds right now, as last reported. */
+  /** A resource one of its workers holds right now, as last reported (null: none). */
   holding(): string | null;
   /** Whether it is alive (not killed, not exited). */
   alive(): boolean;
@@ -76,7 +76,7 @@ async function initClient(
   config: ClientConfig,
   emit: (event: HistoryEvent) => void,
 ): Promise<ClientProcess> {
-  let holding: string | null = null;
+  const holding = new Map<string, string>();
   let exited = child.exitCode !== null || child.signalCode !== null;
   const exit = exitedEarly.then(() => {
     exited = true;
@@ -92,7 +92,8 @@ async function initClient(
         emit(message.event);
         break;
       case "holding":
-        holding = message.resource;
+        if (message.resource === null) holding.delete(message.worker);
+        else holding.set(message.worker, message.resource);
         break;
       case "ready":
         onReady?.();
@@ -154,7 +155,7 @@ async function initClient(
   return {
     id: config.id,
     pid,
-    holding: () => holding,
+    holding: () => holding.values().next().value ?? null,
     alive: () => !exited,
     run: (untilMs) => post({ type: "run", untilMs }),
     async perform(op, timeoutMs = 30_000) {

@@ -26,6 +26,8 @@ export interface RunOptions {
   /** Workload duration of a random scenario, ms (driven scenarios take the time their schedule takes). */
   readonly durationMs: number;
   /** Client processes of a random scenario. */
+  readonly processes: number;
+  /** Concurrent lock workers of a random scenario, spread over the processes (at least one each). */
   readonly clients: number;
   /** Client bundles by variant. */
   readonly builds: (variant: Scenario["build"]) => Promise<ClientBuild>;
@@ -81,7 +83,10 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   const cleanups: (() => Promise<void> | void)[] = [];
   const clients: ClientProcess[] = [];
   const pids = new Set<number>();
-  const clientCount = scenario.driver ? (scenario.driverClients ?? options.clients) : options.clients;
+  const clientCount = scenario.driver ? (scenario.driverClients ?? options.processes) : options.processes;
+  // Workers per process: the random workload spreads `clients` over the processes.
+  const workersOf = (index: number) =>
+    scenario.driver ? 1 : Math.floor(options.clients / clientCount) + (index < options.clients % clientCount ? 1 : 0);
   // Fork the clients first: they load the bundle while the nodes start.
   const forked: ForkedClient[] = [];
   const forkOne = () => {
@@ -124,9 +129,10 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
 
     const resources = [`${KEY_PREFIX}r0`, `${KEY_PREFIX}r1`];
     let nextClient = 0;
-    const configFor = (id: string): ClientConfig => ({
-      id,
-      nodes: lockNodes.map((n, i) => ({ url: proxy.urlFor(i, id), token: n.token })),
+    const configFor = (index: number): ClientConfig => ({
+      id: `c${index}`,
+      workers: Math.max(1, workersOf(index)),
+      nodes: lockNodes.map((n, i) => ({ url: proxy.urlFor(i, `c${index}`), token: n.token })),
       redisPorts: lockNodes.map((n) => n.redisPort),
       resourcePort: store.nodes[0]?.redisPort as number,
       quorum: scenario.quorum,
@@ -143,11 +149,12 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       fenced: true,
     });
     const spawn = async (f: ForkedClient = forkOne()) => {
-      const client = await f.init(configFor(`c${nextClient++}`));
+      const client = await f.init(configFor(nextClient++));
       clients.push(client);
       return client;
     };
     await Promise.all(warm.map((f) => spawn(f)));
+    clients.sort((a, b) => Number(a.id.slice(1)) - Number(b.id.slice(1)));
     cleanups.push(async () => {
       await Promise.all(clients.map((c) => c.stop()));
     });

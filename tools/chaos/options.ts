@@ -14,13 +14,18 @@ export interface ChaosOptions {
   readonly durationS: number | undefined;
   /** Scenario name, or "all". @default "all" */
   readonly scenario: string;
-  /** Client processes per random scenario. @default 3 */
+  /** Client processes per random scenario (each can be SIGSTOPped or killed on its own). @default 3 */
+  readonly processes: number;
+  /** Concurrent lock workers per random scenario, spread over the processes. @default the process count */
   readonly clients: number;
   /** Where history.jsonl, report.json and the SVG timelines go. @default a new temp directory */
   readonly out: string | undefined;
 }
 
-/** Parses `--seed S --duration D --scenario NAME|all --clients K [--processes P] [--out DIR]`. */
+/**
+ * Parses `--seed S --duration D --scenario NAME|all [--clients K] [--processes P] [--out DIR]`.
+ * K below P is raised to P (every process runs at least one worker).
+ */
 export function parseOptions(argv: readonly string[]): ChaosOptions {
   const values = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {
@@ -50,8 +55,8 @@ export function parseOptions(argv: readonly string[]): ChaosOptions {
     seed: int("seed", 1, 0),
     durationS,
     scenario: values.get("scenario") ?? "all",
-    // --processes is an alias: every client is its own process.
-    clients: int("clients", int("processes", 3, 2), 2),
+    processes: int("processes", 3, 2),
+    clients: Math.max(int("clients", int("processes", 3, 2), 2), int("processes", 3, 2)),
     out: values.get("out"),
   };
 }

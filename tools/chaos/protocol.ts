@@ -7,8 +7,10 @@ import type { HistoryEvent } from "./history.js";
 
 /** What a client process is told at start. Node tokens travel here, never on the command line. */
 export interface ClientConfig {
-  /** "c0", "c1", … */
+  /** "c0", "c1", … (its workers, when several, are "c0.0", "c0.1", …). */
   readonly id: string;
+  /** Concurrent lock workers in this process, each with its own Redlock client. @default 1 */
+  readonly workers?: number;
   /** Lock nodes, as this client reaches them (through the fault proxy). */
   readonly nodes: readonly { readonly url: string; readonly token: string }[];
   /** redis-server port of every lock node, for the post-operation audit (direct, no proxy). */
@@ -60,6 +62,6 @@ export type FromClient =
   | { readonly type: "ready" }
   | { readonly type: "pong"; readonly id: number; readonly t: number }
   | { readonly type: "event"; readonly event: HistoryEvent }
-  | { readonly type: "holding"; readonly resource: string | null }
+  | { readonly type: "holding"; readonly worker: string; readonly resource: string | null }
   | { readonly type: "done"; readonly id: number; readonly ok: boolean; readonly detail?: string }
   | { readonly type: "stopped" };

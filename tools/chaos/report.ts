@@ -48,6 +48,8 @@ export interface ScenarioSummary {
   };
   /** First anomaly of each checker, as evidence. */
   readonly examples: Readonly<Record<string, unknown>>;
+  /** Per checker: the kinds of fault active when its anomalies happened (empty: none was). */
+  readonly anomalyFaults: Readonly<Record<string, readonly string[]>>;
 }
 
 const finiteOrNull = (n: number) => (Number.isFinite(n) ? Math.round(n * 100) / 100 : null);
@@ -62,6 +64,21 @@ export function summarize(result: ScenarioResult): ScenarioSummary {
   if (checks.foreignTouch.anomalies[0]) examples.foreignTouch = checks.foreignTouch.anomalies[0];
   if (checks.counter.unfenced.anomalies[0]) examples.lostUnfenced = checks.counter.unfenced.anomalies[0];
   if (checks.counter.fenced?.anomalies[0]) examples.lostFenced = checks.counter.fenced.anomalies[0];
+  const anomalyTimes: Record<string, number[]> = {
+    overlap: checks.overlap.anomalies.map((a) => a.start),
+    overClaim: checks.claims.anomalies.map((a) => a.t),
+    foreignTouch: checks.foreignTouch.anomalies.map((a) => a.t),
+    lostUnfenced: checks.counter.unfenced.anomalies.map((a) => a.t),
+    lostFenced: checks.counter.fenced?.anomalies.map((a) => a.t) ?? [],
+  };
+  const windows = faultWindows(result.history);
+  const anomalyFaults: Record<string, string[]> = {};
+  for (const [checker, times] of Object.entries(anomalyTimes)) {
+    if (times.length === 0) continue;
+    // A fault that ended shortly before can still be the cause (a forgotten key, a paused holder).
+    const kinds = windows.filter((w) => times.some((t) => t >= w.start && t <= w.end + 2 * scenario.ttlMs));
+    anomalyFaults[checker] = [...new Set(kinds.map((w) => w.kind))].sort();
+  }
   return {
     name: scenario.name,
     kind: scenario.kind,
@@ -98,7 +115,24 @@ export function summarize(result: ScenarioResult): ScenarioSummary {
       leftoverMaxPttlMs: l.leftoverMaxPttlMs,
     },
     examples,
+    anomalyFaults,
   };
+}
+
+/** Fault windows of a history (an unfinished fault runs to the end). */
+function faultWindows(history: ScenarioResult["history"]): { kind: string; start: number; end: number }[] {
+  const open = new Map<number, { kind: string; start: number }>();
+  const windows: { kind: string; start: number; end: number }[] = [];
+  for (const e of history) {
+    if (e.f === "fault-start") open.set(e.fault.id, { kind: e.fault.kind, start: e.t });
+    if (e.f === "fault-end") {
+      const o = open.get(e.fault.id);
+      if (o) windows.push({ ...o, end: e.t });
+      open.delete(e.fault.id);
+    }
+  }
+  for (const o of open.values()) windows.push({ ...o, end: Number.POSITIVE_INFINITY });
+  return windows;
 }
 
 /** The summary table, as Markdown (it reads fine in a terminal too). */

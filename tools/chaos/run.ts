@@ -20,6 +20,9 @@ export interface RunScenariosOptions {
   readonly seed: number;
   /** Workload time of each random scenario, ms. */
   readonly durationMs: number;
+  /** Client processes per random scenario. */
+  readonly processes: number;
+  /** Concurrent lock workers per random scenario. */
   readonly clients: number;
   /** Output directory (created); nothing is written when omitted. */
   readonly out?: string | undefined;
@@ -67,6 +70,7 @@ export async function runScenarios(
       const result = await runScenario(scenario, {
         seed: options.seed,
         durationMs: options.durationMs,
+        processes: options.processes,
         clients: options.clients,
         builds: (variant) => builds.get(variant),
         ...(options.log ? { log: options.log } : {}),

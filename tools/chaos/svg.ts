@@ -14,7 +14,7 @@ const WIDTH = 1200;
 const LEFT = 90;
 const RIGHT = 20;
 const LANE = 34;
-const TOP = 60;
+const TOP = 84;
 const COLOURS = ["#4c78a8", "#59a14f", "#b07aa1", "#9c755f", "#76b7b2", "#edc948"];
 
 /** Renders the timeline. */
@@ -23,12 +23,14 @@ export function timelineSvg(result: ScenarioResult): string {
   const grants = grantsOf(history);
   const processes = [
     ...new Set(
-      grants.map((g) => g.process).concat(history.filter((e) => /^c\d+$/.test(e.process)).map((e) => e.process)),
+      grants.map((g) => g.process).concat(history.filter((e) => /^c[\d.]+$/.test(e.process)).map((e) => e.process)),
     ),
-  ].sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
-  const times = history.map((e) => e.t);
-  const t0 = Math.min(...times);
-  const t1 = Math.max(...times, t0 + 1);
+  ].sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
+  // Start at the workload (the first lock operation or fault), not at node start-up.
+  const active = history.filter((e) => /^c[\d.]+$/.test(e.process) || e.process === "nemesis").map((e) => e.t);
+  const times = history.filter((e) => e.f !== "run-start" && e.f !== "clock-offset").map((e) => e.t);
+  const t0 = Math.min(...(active.length > 0 ? active : times)) - 50;
+  const t1 = Math.max(...times.filter((t) => t >= t0), t0 + 1);
   const x = (t: number) => LEFT + ((Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0)) * (WIDTH - LEFT - RIGHT);
   const laneOf = new Map(processes.map((p, i) => [p, i]));
   const laneY = (p: string) => TOP + (laneOf.get(p) ?? 0) * LANE;
@@ -61,7 +63,7 @@ export function timelineSvg(result: ScenarioResult): string {
     const target = f.spec.clients?.length ? f.spec.clients.join(",") : f.spec.nodes ? `n${f.spec.nodes.join(",")}` : "";
     parts.push(
       `<rect x="${fx}" y="${TOP - 4}" width="${w}" height="${processes.length * LANE + 4}" fill="#f4a261" fill-opacity="0.18"><title>${esc(`${f.spec.kind} ${target} ${JSON.stringify(f.spec.params ?? {})}`)}</title></rect>`,
-      `<text x="${fx + 1}" y="${TOP - 8 - (i % 2) * 10}" fill="#b5651d" font-size="9">${esc(`${f.spec.kind} ${target}`)}</text>`,
+      `<text x="${fx + 1}" y="${TOP - 8 - (i % 2) * 11}" fill="#b5651d" font-size="9">${esc(`${f.spec.kind} ${target}`)}</text>`,
     );
   });
   processes.forEach((p) => {
