@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { checkBacking } from "../../tools/chaos/checkers/backing.js";
 import { checkClaims } from "../../tools/chaos/checkers/claims.js";
 import { checkCounters } from "../../tools/chaos/checkers/counter.js";
 import { checkForeignTouches, EXPIRY_SLACK_MS } from "../../tools/chaos/checkers/foreign-touch.js";
@@ -113,6 +114,51 @@ describe("checker 2: claimed deadline against the nodes' real expiry", () => {
     const result = checkClaims([audit(5000, [holding, holding, null, null, false])], 3);
     expect(result.anomalies).toHaveLength(1);
     expect(result.anomalies[0]?.quorumExpiryUpperBound).toBe(991);
+  });
+});
+
+describe("checker 2, from the nodes' log: no other quorum can form until the claim ends", () => {
+  // Client c0 holds "r" with token hash "a" from 0, claiming until 1000; each node set the key at 0 with PX 1000.
+  const sets = (nodes: number[]) =>
+    nodes.flatMap((n) => monitorStream(n, [{ t: 0, cmd: "SET", key: "r", value: "a", nx: true, ms: 1000 }]));
+  const shorten = (nodes: number[], at: number, ms: number) =>
+    nodes.flatMap((n) =>
+      monitorStream(n, [
+        { t: at, cmd: "EVALSHA", script: "extend", key: "r", value: "a" },
+        { t: at, cmd: "PEXPIRE", key: "r", ms, source: "lua" },
+      ]).map((e) => ({ ...e, seq: e.seq + 1 })),
+    );
+  const claim = grant("c0", "a", { acquiredAt: 5, claimedUntil: 980 });
+
+  it("passes a claim the nodes back until its end", () => {
+    const result = checkBacking([...claim, ...sets([0, 1, 2, 3, 4])], 5, 3, 1000);
+    expect(result).toEqual({ checked: 1, anomalies: [] });
+  });
+
+  it("reports a claim outliving the keys: a shorter TTL landed on all but two nodes", () => {
+    const history = [...claim, ...sets([0, 1, 2, 3, 4]), ...shorten([0, 1, 2], 100, 200)];
+    const result = checkBacking(history, 5, 3, 1000);
+    expect(result.anomalies).toEqual([{ process: "c0", resource: "r", lock: "a", t: 980, holders: [3, 4] }]);
+  });
+
+  it("needs N - q + 1 holders, so a quorum sized for one forgetful node tolerates one", () => {
+    const history = [...claim, ...sets([0, 1, 2, 3]), ...shorten([0], 100, 200)];
+    expect(checkBacking(history, 5, 4, 1000).anomalies).toEqual([]);
+    expect(checkBacking([...history, ...shorten([1, 2], 100, 200)], 5, 4, 1000).anomalies).toHaveLength(1);
+  });
+
+  it("counts a restarted node as possibly holding anything until its keys surely expired", () => {
+    const reset = (node: number): HistoryEvent => ({
+      t: 500,
+      process: `node${node}`,
+      type: "info",
+      f: "monitor-reset",
+      node,
+      seq: 5,
+      reason: "empty",
+    });
+    const history = [...claim, ...sets([0, 1, 2]), ...shorten([0, 1], 100, 200), reset(0), reset(1)];
+    expect(checkBacking(history, 5, 3, 1000).anomalies).toEqual([]);
   });
 });
 
@@ -322,7 +368,7 @@ describe("all checkers together", () => {
         [0, 1, 990],
       ]),
     ];
-    const options = { quorum: 3, maxTtlMs: 1000 };
+    const options = { nodes: 5, quorum: 3, maxTtlMs: 1000 };
     expect(anomalyCounts(checkHistory(clean, options))).toEqual({
       overlap: 0,
       overClaim: 0,

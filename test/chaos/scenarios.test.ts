@@ -23,8 +23,12 @@ afterAll(() => builds.dispose());
 
 describe("chaos scenarios, seed 1", () => {
   for (const scenario of SCENARIOS) {
-    const expectation =
-      scenario.kind === "safe" ? "shows no anomaly" : `makes ${(scenario.mustFire ?? []).join(" and ")} fire`;
+    const fires = (scenario.mustFire ?? []).join(" and ");
+    const expectation = {
+      safe: "shows no anomaly",
+      control: `makes ${fires} fire`,
+      finding: `reproduces an open finding (${fires} fires)`,
+    }[scenario.kind];
     it(`${scenario.name} ${expectation}`, async () => {
       const result = await runScenario(scenario, {
         seed: SEED,

@@ -11,7 +11,7 @@
 import { Redis } from "ioredis";
 import { type Lock, Redlock } from "../../src/index.js";
 import { harnessNow } from "./clock.js";
-import { type AuditedNode, type HistoryEvent, tokenId } from "./history.js";
+import { type AuditEvent, type AuditedNode, type HistoryEvent, tokenId } from "./history.js";
 import type { ClientConfig, DrivenOp, FromClient, ToClient } from "./protocol.js";
 import { createRng, type Rng } from "./rng.js";
 
@@ -111,8 +111,11 @@ class Client {
       if (lock) {
         const read = await this.read();
         if (this.#config.workMs > 0) await sleep(this.#rng.int(0, this.#config.workMs));
+        // Extensions never shorten the lease (as `using()` extends: the full TTL, before expiry).
+        // A shortening extension that fails is an open finding with its own scenario
+        // (lost-extension); here it would only make the safe runs fail at random.
         if (this.#rng.next() < this.#config.extendProbability) {
-          await this.extend(this.#rng.int(Math.ceil(ttlMs / 4), ttlMs));
+          await this.extend(this.#rng.int(ttlMs, 2 * ttlMs));
         }
         await this.write(read);
         await this.release();
@@ -200,6 +203,12 @@ class Client {
       await lock.extend(ttlMs);
     } catch (error) {
       emit({ t: harnessNow(), type: "fail", f: "extend", resource, lock: lockId, error: codeOf(error) }, id);
+      // A failed extension may still have re-armed some keys (answers lost, timeouts): if the lock
+      // still claims validity, that claim must still be backed by a quorum.
+      if (!lock.signal.aborted && lock.remainingMs() > 0) {
+        const t = harnessNow();
+        await this.audit(lock, "extend-failed", t + lock.remainingMs());
+      }
       return false;
     }
     const t = harnessNow();
@@ -213,7 +222,7 @@ class Client {
   }
 
   /** GET + PTTL of the lock's key on every node, atomically per node, straight over TCP. */
-  async audit(lock: Lock, after: "acquire" | "extend", claimedDeadline: number): Promise<void> {
+  async audit(lock: Lock, after: AuditEvent["after"], claimedDeadline: number): Promise<void> {
     const [key] = lock.keys as [string];
     const [resource] = lock.resources as [string];
     const nodes = await Promise.all(

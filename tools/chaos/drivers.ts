@@ -3,6 +3,8 @@
  * hope random faults line up, so each control fires on every run.
  * @module
  */
+import { Redis } from "ioredis";
+import { extendScript } from "../../src/scripts/extend.js";
 import type { NodeCluster } from "../nodes/index.js";
 import type { ClientProcess } from "./clients.js";
 import { harnessNow } from "./clock.js";
@@ -59,6 +61,18 @@ function note(ctx: DriverContext, text: string, data: Record<string, unknown> = 
   ctx.emit({ t: harnessNow(), process: "harness", type: "info", f: "note", data: { text, ...data } });
 }
 
+/** SCRIPT LOAD over TCP, straight to a redis-server. */
+async function loadScript(port: number, source: string): Promise<void> {
+  const redis = new Redis({ host: "127.0.0.1", port, lazyConnect: true, maxRetriesPerRequest: 1 });
+  redis.on("error", () => {});
+  try {
+    await redis.connect();
+    await redis.script("LOAD", source);
+  } finally {
+    redis.disconnect();
+  }
+}
+
 /** Waits until a process is in the stopped state (it SIGSTOPped itself). Bounded. */
 async function waitStopped(pid: number, timeoutMs = 5_000): Promise<boolean> {
   const { readFileSync } = await import("node:fs");
@@ -102,7 +116,8 @@ export const drivers = {
       await ctx.monitors.reconnect(forgetful, "empty");
     });
     const healB = open(ctx, { kind: "partition", clients: [b.id], nodes: bCut });
-    const bGot = await b.perform({ op: "acquire", resource, ttlMs: ctx.ttlMs, once: true });
+    // A few attempts (a loaded machine times requests out), all well within A's claim.
+    const bGot = await b.perform({ op: "acquire", resource, ttlMs: ctx.ttlMs });
     healB();
     note(ctx, "B tried after the restart", { ok: bGot.ok, cut: bCut });
     if (bGot.ok) {
@@ -189,6 +204,29 @@ export const drivers = {
     const got = await a.perform({ op: "acquire", resource: `${ctx.keyPrefix}extend`, ttlMs: ctx.ttlMs });
     if (!got.ok) return;
     await a.perform({ op: "extend", ttlMs: Math.round(ctx.ttlMs / 5) });
+    await a.perform({ op: "release" });
+  },
+
+  /**
+   * A shortening extension that fails on the client but was applied on some nodes: every node
+   * runs the compare-and-PEXPIRE, and 3 of 5 lose their answer (the connection drops after the
+   * command ran). The extension is reported failed, the keys on those 3 nodes now expire by the
+   * short TTL, and the lock must not go on claiming its old, longer deadline.
+   */
+  async failedShorterExtension(ctx: DriverContext): Promise<void> {
+    const [a] = clientsOf(ctx, 1) as [ClientProcess];
+    const got = await a.perform({ op: "acquire", resource: `${ctx.keyPrefix}extend-lost`, ttlMs: ctx.ttlMs });
+    if (!got.ok) return;
+    // The script is loaded on every node first, so the extension runs by EVALSHA at once (a
+    // NOSCRIPT answer would be dropped instead, and nothing applied).
+    await Promise.all(ctx.cluster.nodes.map((n) => loadScript(n.redisPort, extendScript.source)));
+    const lost = Array.from({ length: ctx.nodes - ctx.quorum + 1 }, (_, i) => i);
+    const heal = open(ctx, { kind: "drop", nodes: lost, params: { applied: true } });
+    const extended = await a.perform({ op: "extend", ttlMs: Math.round(ctx.ttlMs / 5) });
+    heal();
+    note(ctx, "extension with lost answers", { ok: extended.ok, nodes: lost });
+    // The holder goes on using the lock as long as it claims it.
+    await sleep(ctx.ttlMs * 0.8);
     await a.perform({ op: "release" });
   },
 

@@ -138,7 +138,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       quorum: scenario.quorum,
       ttlMs: scenario.ttlMs,
       // Generous against a loaded machine, still small against the TTL.
-      requestTimeoutMs: Math.min(400, Math.floor(scenario.ttlMs / 5)),
+      requestTimeoutMs: Math.min(1000, Math.floor(scenario.ttlMs / 4)),
       maxAttempts: 5,
       resources,
       extendProbability: 0.3,
@@ -237,7 +237,11 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     }
   }
 
-  const checks = checkHistory(history, { quorum: scenario.quorum, maxTtlMs: scenario.ttlMs * 4 });
+  const checks = checkHistory(history, {
+    nodes: scenario.nodes,
+    quorum: scenario.quorum,
+    maxTtlMs: scenario.ttlMs * 4,
+  });
   const anomalies = anomalyCounts(checks);
   const faults: Record<string, number> = {};
   for (const e of history) {
@@ -275,7 +279,13 @@ export function verdictOf(scenario: Scenario, a: AnomalyCounts): { pass: boolean
   } else {
     for (const checker of scenario.mustFire ?? []) {
       const count = a[checker];
-      if (count === null || count === 0) reasons.push(`${checker} did not fire`);
+      if (count === null || count === 0) {
+        reasons.push(
+          scenario.kind === "finding"
+            ? `${checker} no longer fires: the finding is fixed? make ${scenario.name} a safe scenario`
+            : `${checker} did not fire`,
+        );
+      }
     }
   }
   return { pass: reasons.length === 0, reasons };

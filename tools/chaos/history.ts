@@ -77,12 +77,12 @@ export interface LockEvent extends Base {
   readonly released?: number;
 }
 
-/** The audit right after a grant or an extension (checker 2). */
+/** The audit right after a grant, an extension, or a failed extension while the lock still claims validity (checker 2). */
 export interface AuditEvent extends Base {
   readonly f: "audit";
   readonly resource: string;
   readonly lock: string;
-  readonly after: "acquire" | "extend";
+  readonly after: "acquire" | "extend" | "extend-failed";
   readonly claimedDeadline: number;
   readonly nodes: readonly AuditedNode[];
 }

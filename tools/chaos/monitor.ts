@@ -126,6 +126,7 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
     const socket = await openMonitor(ports[node] as number, (line) => {
       const seq = seqs[node] ?? 0;
       seqs[node] = seq + 1;
+      if (!line) return;
       const event = monitorLineToEvent(line, node, seq, options.keyPrefix, scripts[node] as ScriptNames);
       if (event) options.emit(event);
     });
@@ -152,13 +153,16 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
   };
 }
 
+/** Lines whose command the replay needs (writes to keys, scripts, flushes). */
+const RELEVANT = /^\+[\d.]+ \[\d+ [^\]]+\] "(?:set|eval|evalsha|del|unlink|pexpire|flushall|flushdb)"/i;
+
 /**
  * Opens a raw MONITOR connection (RESP over TCP) and calls `onLine` for every line after the +OK.
  * Resolves once the server confirmed MONITOR. A closed connection simply stops the stream.
  */
 function openMonitor(
   port: number,
-  onLine: (line: { time: string; args: string[]; source: string }) => void,
+  onLine: (line: { time: string; args: string[]; source: string } | undefined) => void,
 ): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, "127.0.0.1");
@@ -184,6 +188,11 @@ function openMonitor(
           } else {
             reject(new Error(`MONITOR refused: ${line.slice(0, 80)}`));
           }
+          continue;
+        }
+        // Most lines are reads (the audits' GET/PTTL): skip them before parsing every argument.
+        if (!RELEVANT.test(line)) {
+          onLine(undefined);
           continue;
         }
         const parsed = parseMonitorLine(line);

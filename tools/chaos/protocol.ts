@@ -23,7 +23,7 @@ export interface ClientConfig {
   readonly requestTimeoutMs?: number;
   readonly maxAttempts: number;
   readonly resources: readonly string[];
-  /** Probability that a holder extends its lock once, with a TTL drawn from [ttl/4, ttl]. */
+  /** Probability that a holder extends its lock once, with a TTL drawn from [ttl, 2 ttl] (never shortening it). */
   readonly extendProbability: number;
   /** Longest work under the lock between the read and the write of the counter, ms. */
   readonly workMs: number;

@@ -19,7 +19,7 @@ export interface RunReport {
 /** One scenario in the report. */
 export interface ScenarioSummary {
   readonly name: string;
-  readonly kind: "safe" | "control";
+  readonly kind: "safe" | "control" | "finding";
   readonly description: string;
   readonly config: { nodes: number; quorum: number; ttlMs: number; build: string; brokenClock: boolean };
   readonly durationMs: number;
@@ -170,7 +170,7 @@ export function summaryTable(summaries: readonly ScenarioSummary[]): string {
       `${a.lostUnfenced}/${fenced}`,
       latency,
       rate,
-      s.pass ? (s.kind === "control" ? "fired" : "clean") : `FAIL: ${s.reasons.join("; ")}`,
+      s.pass ? { safe: "clean", control: "fired", finding: "reproduced" }[s.kind] : `FAIL: ${s.reasons.join("; ")}`,
     ];
   });
   const line = (cells: readonly string[]) => `| ${cells.join(" | ")} |`;

@@ -17,9 +17,13 @@ export interface Scenario {
   readonly name: string;
   /** One line for the report: what it injects, which safety.md scenario it covers. */
   readonly description: string;
-  /** `safe`: C1–C3 and the fenced C4 must be 0. `control`: every checker in `mustFire` must fire. */
-  readonly kind: "safe" | "control";
-  /** Checkers that must report at least one anomaly (controls). */
+  /**
+   * `safe`: C1–C3 and the fenced C4 must be 0. `control`: every checker in `mustFire` must fire
+   * (the checkers have teeth). `finding`: a defect of the library as it is today, reproduced on
+   * every run; its checkers must fire until the library is fixed, then it becomes a safe scenario.
+   */
+  readonly kind: "safe" | "control" | "finding";
+  /** Checkers that must report at least one anomaly (controls and findings). */
   readonly mustFire?: readonly (keyof AnomalyCounts)[];
   /**
    * Faults that make lost updates on the unfenced counter an expected limit of any lease lock
@@ -41,7 +45,7 @@ export interface Scenario {
   readonly replicated?: boolean;
 }
 
-const base = { nodes: 5, quorum: 3, ttlMs: 1500, build: "src" as const };
+const base = { nodes: 5, quorum: 3, ttlMs: 2000, build: "src" as const };
 
 /** Every scenario, in the order `--scenario all` runs them. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -160,6 +164,17 @@ export const SCENARIOS: readonly Scenario[] = [
   {
     ...base,
     ttlMs: 3000,
+    name: "lost-extension",
+    kind: "finding",
+    mustFire: ["overClaim"],
+    description:
+      "open finding: an extension to a fifth of the TTL runs on N-q+1 nodes whose answers are lost; it is reported failed and the lock keeps claiming its old deadline",
+    driver: drivers.failedShorterExtension,
+    driverClients: 1,
+  },
+  {
+    ...base,
+    ttlMs: 6000,
     quorum: 4,
     name: "s8-q4",
     kind: "safe",
@@ -169,7 +184,7 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     ...base,
-    ttlMs: 3000,
+    ttlMs: 6000,
     name: "s8-q3",
     kind: "control",
     mustFire: ["overlap"],

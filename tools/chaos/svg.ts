@@ -55,7 +55,7 @@ export function timelineSvg(result: ScenarioResult): string {
     `<rect width="100%" height="100%" fill="#fff"/>`,
     `<text x="10" y="18" font-size="14" font-weight="bold">${esc(scenario.name)} (${scenario.kind}, q=${scenario.quorum}/N=${scenario.nodes}, TTL ${scenario.ttlMs} ms, seed ${result.seed})</text>`,
     `<text x="10" y="34">${esc(scenario.description)}</text>`,
-    `<text x="10" y="50" fill="${result.verdict.pass ? "#2a7" : "#c00"}">C1 ${result.anomalies.overlap} · C2 ${result.anomalies.overClaim} · C3 ${result.anomalies.foreignTouch} · C4 unfenced ${result.anomalies.lostUnfenced} / fenced ${result.anomalies.lostFenced ?? "n/a"} — ${result.verdict.pass ? (scenario.kind === "control" ? "control fired" : "clean") : esc(result.verdict.reasons.join("; "))}</text>`,
+    `<text x="10" y="50" fill="${result.verdict.pass ? "#2a7" : "#c00"}">C1 ${result.anomalies.overlap} · C2 ${result.anomalies.overClaim} · C3 ${result.anomalies.foreignTouch} · C4 unfenced ${result.anomalies.lostUnfenced} / fenced ${result.anomalies.lostFenced ?? "n/a"} — ${result.verdict.pass ? { safe: "clean", control: "control fired", finding: "open finding reproduced" }[scenario.kind] : esc(result.verdict.reasons.join("; "))}</text>`,
   );
   faults.forEach((f, i) => {
     const fx = x(f.start);
@@ -94,6 +94,11 @@ export function timelineSvg(result: ScenarioResult): string {
       `<rect x="${x(from)}" y="${laneY(c.process) + LANE - 10}" width="${Math.max(2, x(c.claimedDeadline) - x(from))}" height="5" fill="#d00"><title>${esc(`C2 over-claim after ${c.after}: ${Number.isFinite(c.overClaimMs) ? `${Math.round(c.overClaimMs)} ms` : "no quorum holds the key"}`)}</title></rect>`,
     );
   }
+  for (const b of checks.backing.anomalies) {
+    parts.push(
+      `<path d="M ${x(b.t)} ${laneY(b.process) + 4} l -5 -7 h 10 z" fill="#d00"><title>${esc(`C2 (log): at the end of this claim only nodes ${b.holders.join(",") || "none"} may still hold the key`)}</title></path>`,
+    );
+  }
   for (const f of checks.foreignTouch.anomalies) {
     parts.push(
       `<text x="${x(f.t) - 4}" y="${TOP + processes.length * LANE + 18}" fill="#d00" font-size="14">✖<title>${esc(`C3: ${f.script} ${f.cmd} on node ${f.node} touched ${f.key} holding another token`)}</title></text>`,
@@ -114,7 +119,7 @@ export function timelineSvg(result: ScenarioResult): string {
     );
   }
   parts.push(
-    `<text x="10" y="${height - 6}" fill="#666">bars: claimed hold windows (colour = resource) · shaded: faults · red outline: C1 overlap · red bar: C2 over-claim · ✖: C3 · red dot: C4 lost update</text>`,
+    `<text x="10" y="${height - 6}" fill="#666">bars: claimed hold windows (colour = resource) · shaded: faults · red outline: C1 overlap · red bar / ▼: C2 over-claim (audit / nodes' log) · ✖: C3 · red dot: C4 lost update</text>`,
     "</svg>",
   );
   return parts.join("\n");

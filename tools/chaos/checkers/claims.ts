@@ -24,7 +24,7 @@ export interface OverClaim {
   readonly process: string;
   readonly resource: string;
   readonly lock: string;
-  readonly after: "acquire" | "extend";
+  readonly after: AuditEvent["after"];
   /** Harness time of the audit event. */
   readonly t: number;
   readonly claimedDeadline: number;

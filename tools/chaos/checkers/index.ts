@@ -3,6 +3,7 @@
  * @module
  */
 import type { HistoryEvent } from "../history.js";
+import { type BackingResult, checkBacking } from "./backing.js";
 import { type ClaimResult, checkClaims } from "./claims.js";
 import { type CounterResult, checkCounters } from "./counter.js";
 import { checkForeignTouches, type ForeignTouchResult } from "./foreign-touch.js";
@@ -13,6 +14,8 @@ import { checkOverlaps, type OverlapResult } from "./overlap.js";
 export interface CheckResults {
   readonly overlap: OverlapResult;
   readonly claims: ClaimResult;
+  /** Checker 2 against the nodes' MONITOR log. */
+  readonly backing: BackingResult;
   readonly foreignTouch: ForeignTouchResult;
   readonly counter: CounterResult;
   readonly liveness: LivenessResult;
@@ -22,7 +25,7 @@ export interface CheckResults {
 export interface AnomalyCounts {
   /** C1: overlapping grants. */
   readonly overlap: number;
-  /** C2: claims later than the quorum's real expiry. */
+  /** C2: claims later than the quorum's real expiry (the audits and the nodes' log together). */
   readonly overClaim: number;
   /** C3: releases or extensions that touched another client's key. */
   readonly foreignTouch: number;
@@ -35,11 +38,12 @@ export interface AnomalyCounts {
 /** Runs every checker. */
 export function checkHistory(
   history: readonly HistoryEvent[],
-  options: { quorum: number; maxTtlMs: number },
+  options: { nodes: number; quorum: number; maxTtlMs: number },
 ): CheckResults {
   return {
     overlap: checkOverlaps(history),
     claims: checkClaims(history, options.quorum),
+    backing: checkBacking(history, options.nodes, options.quorum, options.maxTtlMs),
     foreignTouch: checkForeignTouches(history, options.maxTtlMs),
     counter: checkCounters(history),
     liveness: checkLiveness(history),
@@ -50,7 +54,7 @@ export function checkHistory(
 export function anomalyCounts(results: CheckResults): AnomalyCounts {
   return {
     overlap: results.overlap.anomalies.length,
-    overClaim: results.claims.anomalies.length,
+    overClaim: results.claims.anomalies.length + results.backing.anomalies.length,
     foreignTouch: results.foreignTouch.anomalies.length,
     lostUnfenced: results.counter.unfenced.anomalies.length,
     lostFenced: results.counter.fenced ? results.counter.fenced.anomalies.length : null,
