@@ -3,12 +3,13 @@
  * configuration, at least one from each checker a negative control is built to trip. Assertions
  * are on anomaly counts only, never on timings (the machine is shared).
  */
-import { afterAll, describe, expect, it } from "vitest";
-import { runScenario, type ScenarioResult } from "../../tools/chaos/harness.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createForkPool } from "../../tools/chaos/clients.js";
+import { runScenario, type ScenarioResult, type SharedNodes, startSharedNodes } from "../../tools/chaos/harness.js";
 import type { AuditEvent } from "../../tools/chaos/history.js";
 import { createBuildCache } from "../../tools/chaos/run.js";
 import { SCENARIOS } from "../../tools/chaos/scenarios.js";
-import { isProcessAlive } from "../../tools/nodes/process-utils.js";
+import { isProcessAlive, waitForProcessExit } from "../../tools/nodes/process-utils.js";
 
 const SEED = 1;
 /** Workload time of each random scenario. */
@@ -19,7 +20,24 @@ const CLIENTS = 4;
 
 const builds = createBuildCache();
 const results = new Map<string, ScenarioResult>();
-afterAll(() => builds.dispose());
+// Nodes shared by the scenarios (refreshed before each); the replicated one starts its own.
+let shared: (SharedNodes & { stop(): Promise<void> }) | undefined;
+let sharedPids: number[] = [];
+// Client processes forked ahead, so no scenario waits for its clients to load.
+const forks = createForkPool(PROCESSES);
+beforeAll(async () => {
+  shared = await startSharedNodes();
+});
+afterAll(async () => {
+  const warmPids = forks.pids();
+  forks.dispose();
+  await builds.dispose();
+  if (shared) sharedPids = [...shared.cluster.pids(), ...shared.store.pids(), ...warmPids];
+  await waitForExit(warmPids);
+  await shared?.stop();
+  expect(sharedPids.length).toBeGreaterThan(0);
+  expect(sharedPids.filter(isProcessAlive)).toEqual([]);
+});
 
 describe("chaos scenarios, seed 1", () => {
   for (const scenario of SCENARIOS) {
@@ -36,6 +54,8 @@ describe("chaos scenarios, seed 1", () => {
         processes: PROCESSES,
         clients: CLIENTS,
         builds: (variant) => builds.get(variant),
+        shared,
+        forks,
       });
       results.set(scenario.name, result);
       expect(result.verdict.reasons).toEqual([]);
@@ -66,3 +86,7 @@ describe("chaos scenarios, seed 1", () => {
     expect(fixed?.checks.claims.anomalies).toEqual([]);
   });
 });
+
+async function waitForExit(pids: readonly number[]): Promise<void> {
+  await Promise.all(pids.map((pid) => waitForProcessExit(pid, 5_000)));
+}

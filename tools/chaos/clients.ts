@@ -33,8 +33,8 @@ export interface ClientProcess {
 /** A client process that is loading; `init` configures it. */
 export interface ForkedClient {
   readonly pid: number;
-  /** Sends the configuration, waits until ready, and measures its clock offset. */
-  init(config: ClientConfig): Promise<ClientProcess>;
+  /** Sends the configuration, waits until ready, and measures its clock offset; its events go to `emit`. */
+  init(config: ClientConfig, emit: (event: HistoryEvent) => void): Promise<ClientProcess>;
   /** SIGKILLs it (when the run fails before `init`). */
   kill(): void;
 }
@@ -45,14 +45,14 @@ export async function startClient(
   config: ClientConfig,
   emit: (event: HistoryEvent) => void,
 ): Promise<ClientProcess> {
-  return forkClient(bundle, emit).init(config);
+  return forkClient(bundle).init(config, emit);
 }
 
 /**
  * Forks a client process. Loading the bundle takes most of a client's start-up, so the harness
  * forks clients while the nodes start, and initialises them once the nodes are known.
  */
-export function forkClient(bundle: string, emit: (event: HistoryEvent) => void): ForkedClient {
+export function forkClient(bundle: string): ForkedClient {
   const child: ChildProcess = fork(bundle, [], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
     serialization: "json",
@@ -65,7 +65,38 @@ export function forkClient(bundle: string, emit: (event: HistoryEvent) => void):
     kill: () => {
       child.kill("SIGKILL");
     },
-    init: (config) => initClient(child, pid, exitedEarly, config, emit),
+    init: (config, emit) => initClient(child, pid, exitedEarly, config, emit),
+  };
+}
+
+/** Client processes forked ahead of time, so a scenario does not wait for them to load. */
+export interface ForkPool {
+  /** A forked client of this bundle: a warm one if there is one; a replacement is forked in the background. */
+  take(bundle: string): ForkedClient;
+  /** PIDs of the warm clients not taken yet. */
+  pids(): number[];
+  /** Kills the warm clients. */
+  dispose(): void;
+}
+
+/** Keeps `size` clients of each bundle used so far loaded and waiting. */
+export function createForkPool(size: number): ForkPool {
+  const warm = new Map<string, ForkedClient[]>();
+  let disposed = false;
+  return {
+    take(bundle) {
+      const list = warm.get(bundle) ?? [];
+      warm.set(bundle, list);
+      const taken = list.shift() ?? forkClient(bundle);
+      while (!disposed && list.length < size) list.push(forkClient(bundle));
+      return taken;
+    },
+    pids: () => [...warm.values()].flat().map((f) => f.pid),
+    dispose() {
+      disposed = true;
+      for (const f of [...warm.values()].flat()) f.kill();
+      warm.clear();
+    },
   };
 }
 

@@ -8,7 +8,7 @@ import { Redis } from "ioredis";
 import { type NodeCluster, startNodes } from "../nodes/index.js";
 import type { ClientBuild } from "./build.js";
 import { type AnomalyCounts, anomalyCounts, type CheckResults, checkHistory } from "./checkers/index.js";
-import { type ClientProcess, type ForkedClient, forkClient } from "./clients.js";
+import { type ClientProcess, type ForkedClient, type ForkPool, forkClient } from "./clients.js";
 import { harnessNow } from "./clock.js";
 import type { DriverContext } from "./drivers.js";
 import type { FaultEvent, HistoryEvent } from "./history.js";
@@ -33,6 +33,10 @@ export interface RunOptions {
   readonly builds: (variant: Scenario["build"]) => Promise<ClientBuild>;
   /** Progress lines. */
   readonly log?: (line: string) => void;
+  /** Nodes to reuse instead of starting new ones (not for the replicated scenario). */
+  readonly shared?: SharedNodes | undefined;
+  /** Client processes forked ahead of time (default: forked when needed). */
+  readonly forks?: ForkPool | undefined;
 }
 
 /** The outcome of one scenario. */
@@ -47,13 +51,59 @@ export interface ScenarioResult {
   readonly faults: Readonly<Record<string, number>>;
   /** Client operations (acquire, extend, release, read, write) that completed or failed. */
   readonly operations: number;
-  /** PIDs of every process the run started (clients, redis-servers): all gone once it returns. */
+  /** PIDs of every process the scenario started (clients, its own redis-servers): all gone once it returns. */
   readonly pids: readonly number[];
   /** Whether the scenario met its expectation (safe: clean; control: its checkers fired). */
   readonly verdict: { readonly pass: boolean; readonly reasons: readonly string[] };
 }
 
-const KEY_PREFIX = "chaos:";
+/** Lock keys of a scenario: its own prefix, so nothing of an earlier scenario on shared nodes counts. */
+const keyPrefixOf = (scenario: Scenario) => `chaos:${scenario.name}:`;
+
+/**
+ * Nodes shared by the scenarios of a run (starting 5 nodes costs more than a short scenario):
+ * before each scenario, every node is brought back (restarted if killed, continued if paused) and
+ * emptied, scripts included, so it behaves as a fresh node.
+ */
+export interface SharedNodes {
+  /** Lock nodes, for every scenario with as many nodes and no replica. */
+  readonly cluster: NodeCluster;
+  /** The resource store (protected counters). */
+  readonly store: NodeCluster;
+}
+
+/** Starts {@link SharedNodes}. */
+export async function startSharedNodes(count = 5): Promise<SharedNodes & { stop(): Promise<void> }> {
+  const cluster = await startNodes({ count });
+  const store = await startNodes({ count: 1 }).catch(async (error) => {
+    await cluster.stop();
+    throw error;
+  });
+  return {
+    cluster,
+    store,
+    stop: async () => {
+      await Promise.all([cluster.stop(), store.stop()]);
+    },
+  };
+}
+
+/** Brings every node of a shared cluster back to a fresh, running, empty state. */
+async function refresh(cluster: NodeCluster): Promise<void> {
+  const running = new Set(cluster.pids());
+  for (const node of cluster.nodes) {
+    if (running.has(node.pid)) cluster.resume(node.index);
+    else await cluster.restart(node.index);
+    cluster.setDelay(node.index, 0);
+    const redis = new Redis({ host: "127.0.0.1", port: node.redisPort, maxRetriesPerRequest: 1 });
+    try {
+      await redis.flushall();
+      await redis.script("FLUSH");
+    } finally {
+      redis.disconnect();
+    }
+  }
+}
 
 /** Runs one scenario. */
 export async function runScenario(scenario: Scenario, options: RunOptions): Promise<ScenarioResult> {
@@ -90,7 +140,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   // Fork the clients first: they load the bundle while the nodes start.
   const forked: ForkedClient[] = [];
   const forkOne = () => {
-    const f = forkClient(build.file, emit);
+    const f = options.forks ? options.forks.take(build.file) : forkClient(build.file);
     forked.push(f);
     pids.add(f.pid);
     return f;
@@ -101,16 +151,30 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   });
   try {
     // Lock nodes (a master and its replica for the failover control) and the resource store.
-    const cluster: NodeCluster = await startNodes({ count: scenario.replicated ? 2 : scenario.nodes });
     const notePids = (c: NodeCluster) => {
       for (const n of c.nodes) pids.add(n.pid);
     };
-    cleanups.push(() => cluster.stop());
-    cleanups.push(() => notePids(cluster));
-    const store = await startNodes({ count: 1 });
-    cleanups.push(() => store.stop());
-    notePids(cluster);
-    notePids(store);
+    const shared =
+      options.shared && !scenario.replicated && options.shared.cluster.nodes.length === scenario.nodes
+        ? options.shared
+        : undefined;
+    let cluster: NodeCluster;
+    let store: NodeCluster;
+    if (shared) {
+      cluster = shared.cluster;
+      store = shared.store;
+      await Promise.all([refresh(cluster), refresh(store)]);
+    } else {
+      cluster = await startNodes({ count: scenario.replicated ? 2 : scenario.nodes });
+      const own = cluster;
+      cleanups.push(() => own.stop());
+      cleanups.push(() => notePids(own));
+      notePids(own);
+      store = await startNodes({ count: 1 });
+      const ownStore = store;
+      cleanups.push(() => ownStore.stop());
+      notePids(ownStore);
+    }
     const lockNodes = cluster.nodes.slice(0, scenario.nodes);
     let relay: TcpRelay | undefined;
     if (scenario.replicated) {
@@ -124,10 +188,11 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       seed,
     );
     cleanups.push(() => proxy.close());
-    const monitors = await startMonitors({ ports: lockNodes.map((n) => n.redisPort), keyPrefix: KEY_PREFIX, emit });
+    const keyPrefix = keyPrefixOf(scenario);
+    const monitors = await startMonitors({ ports: lockNodes.map((n) => n.redisPort), keyPrefix, emit });
     cleanups.push(() => monitors.close());
 
-    const resources = [`${KEY_PREFIX}r0`, `${KEY_PREFIX}r1`];
+    const resources = [`${keyPrefix}r0`, `${keyPrefix}r1`];
     let nextClient = 0;
     const configFor = (index: number): ClientConfig => ({
       id: `c${index}`,
@@ -149,7 +214,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       fenced: true,
     });
     const spawn = async (f: ForkedClient = forkOne()) => {
-      const client = await f.init(configFor(nextClient++));
+      const client = await f.init(configFor(nextClient++), emit);
       clients.push(client);
       return client;
     };
@@ -169,7 +234,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
         nodes: scenario.nodes,
         quorum: scenario.quorum,
         ttlMs: scenario.ttlMs,
-        keyPrefix: KEY_PREFIX,
+        keyPrefix,
         emit,
         ...(relay
           ? {
@@ -200,7 +265,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
         proxy,
         monitors,
         ttlMs: scenario.ttlMs,
-        keyPrefix: KEY_PREFIX,
+        keyPrefix,
         clients: () => clients,
         async replaceClient(victim) {
           await victim.kill();
@@ -224,7 +289,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       f: "run-end",
       data: { workloadMs: workloadUntil - started },
     });
-    await scanLeftovers(cluster, scenario, emit);
+    await scanLeftovers(cluster, scenario, keyPrefix, emit);
     // MONITOR lines trail the commands slightly.
     await sleep(100);
   } finally {
@@ -336,7 +401,12 @@ async function failOver(
 }
 
 /** Records the lock keys left on the nodes after every client finished, and their longest PTTL. */
-async function scanLeftovers(cluster: NodeCluster, scenario: Scenario, emit: (e: HistoryEvent) => void) {
+async function scanLeftovers(
+  cluster: NodeCluster,
+  scenario: Scenario,
+  keyPrefix: string,
+  emit: (e: HistoryEvent) => void,
+) {
   let keys = 0;
   let maxPttlMs = 0;
   for (const node of cluster.nodes.slice(0, scenario.replicated ? 2 : scenario.nodes)) {
@@ -350,7 +420,7 @@ async function scanLeftovers(cluster: NodeCluster, scenario: Scenario, emit: (e:
     redis.on("error", () => {});
     try {
       await redis.connect();
-      for (const key of await redis.keys(`${KEY_PREFIX}*`)) {
+      for (const key of await redis.keys(`${keyPrefix}*`)) {
         keys++;
         maxPttlMs = Math.max(maxPttlMs, await redis.pttl(key));
       }

@@ -155,8 +155,17 @@ export async function clockJump(redisPort: number, jumpMs: number, keyPrefix: st
   }
 }
 
-/** Applies a fault, waits its duration, undoes it. Records both ends in the history. */
-export async function applyFault(ctx: NemesisContext, scheduled: ScheduledFault): Promise<void> {
+/**
+ * Applies a fault, waits its duration, undoes it. Records both ends in the history. A fault still
+ * on when the workload ends (`until`) is cut there, except a delayed restart, which by definition
+ * stays down for longer than the TTL.
+ */
+export async function applyFault(
+  ctx: NemesisContext,
+  scheduled: ScheduledFault,
+  until = Number.POSITIVE_INFINITY,
+): Promise<void> {
+  const hold = () => sleep(Math.min(scheduled.durationMs, until - harnessNow()));
   let fault = scheduled.fault;
   const start = (f: FaultSpec) =>
     ctx.emit({ t: harnessNow(), process: "nemesis", type: "info", f: "fault-start", fault: f });
@@ -173,7 +182,7 @@ export async function applyFault(ctx: NemesisContext, scheduled: ScheduledFault)
     case "partition":
       start(fault);
       ctx.proxy.add(fault);
-      await sleep(scheduled.durationMs);
+      await hold();
       ctx.proxy.remove(fault.id);
       end(fault);
       return;
@@ -194,7 +203,7 @@ export async function applyFault(ctx: NemesisContext, scheduled: ScheduledFault)
     case "pause-node":
       start(fault);
       ctx.cluster.pause(node);
-      await sleep(scheduled.durationMs);
+      await hold();
       ctx.cluster.resume(node);
       end(fault);
       return;
@@ -213,7 +222,7 @@ export async function applyFault(ctx: NemesisContext, scheduled: ScheduledFault)
       if (!client) return;
       start(fault);
       client.pause();
-      await sleep(scheduled.durationMs);
+      await hold();
       client.resume();
       end(fault);
       return;
@@ -262,7 +271,7 @@ export async function runSchedule(
     if (harnessNow() + Math.min(scheduled.durationMs, 300) > until) return;
     const wait = startedAt + scheduled.atMs - harnessNow();
     if (wait > 0) await sleep(wait);
-    await applyFault(ctx, scheduled);
+    await applyFault(ctx, scheduled, until);
   }
 }
 

@@ -54,6 +54,8 @@ export async function startFaultProxy(bridgeUrls: readonly string[], seed: numbe
   const servers: Server[] = [];
   const sockets = new Set<Socket>();
   const ports: number[] = [];
+  // Closing aborts requests still held or in flight, so none lands on the nodes afterwards.
+  const closing = new AbortController();
 
   for (let node = 0; node < targets.length; node++) {
     const rng = createRng(seed).fork(`proxy-${node}`);
@@ -98,6 +100,7 @@ export async function startFaultProxy(bridgeUrls: readonly string[], seed: numbe
     if (garbage && !applied(garbage)) return void res.writeHead(200).end(rng.pick(GARBAGE_BODIES));
 
     if (delay > 0 && delayPhase === "request") await sleep(delay);
+    if (closing.signal.aborted) return void req.socket.destroy();
     counts[node] = (counts[node] ?? 0) + 1;
     let upstream: { status: number; text: string };
     try {
@@ -108,7 +111,7 @@ export async function startFaultProxy(bridgeUrls: readonly string[], seed: numbe
           "content-type": "application/json",
         },
         body,
-        signal: AbortSignal.timeout(15_000),
+        signal: AbortSignal.any([AbortSignal.timeout(15_000), closing.signal]),
       });
       upstream = { status: response.status, text: await response.text() };
     } catch {
@@ -133,6 +136,7 @@ export async function startFaultProxy(bridgeUrls: readonly string[], seed: numbe
     },
     forwarded: () => [...counts],
     async close() {
+      closing.abort();
       for (const socket of sockets) socket.destroy();
       await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
     },

@@ -9,7 +9,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { type BuildVariant, buildClient, type ClientBuild } from "./build.js";
-import { runScenario, type ScenarioResult } from "./harness.js";
+import { createForkPool } from "./clients.js";
+import { runScenario, type ScenarioResult, startSharedNodes } from "./harness.js";
 import { toJsonLines } from "./history.js";
 import { type RunReport, summarize } from "./report.js";
 import type { Scenario } from "./scenarios.js";
@@ -64,6 +65,8 @@ export async function runScenarios(
   const builds = createBuildCache();
   const started = Date.now();
   const results: ScenarioResult[] = [];
+  const shared = await startSharedNodes();
+  const forks = createForkPool(Math.max(3, options.processes));
   try {
     for (const scenario of scenarios) {
       options.log?.(`${scenario.name} …`);
@@ -73,6 +76,8 @@ export async function runScenarios(
         processes: options.processes,
         clients: options.clients,
         builds: (variant) => builds.get(variant),
+        shared,
+        forks,
         ...(options.log ? { log: options.log } : {}),
       });
       results.push(result);
@@ -86,7 +91,9 @@ export async function runScenarios(
       );
     }
   } finally {
+    forks.dispose();
     await builds.dispose();
+    await shared.stop();
   }
   const report: RunReport = {
     command: options.command ?? "",
