@@ -80,6 +80,7 @@ describe("checker 2: claimed deadline against the nodes' real expiry", () => {
     expect(result.anomalies).toEqual([]);
     expect(result.audits).toBe(1);
     expect(result.minMarginMs).toBe(30);
+    expect(result.minUpperMarginMs).toBe(41);
   });
 
   it("never reports a claim within the audit's own round trip", () => {

@@ -39,15 +39,6 @@ export interface ForkedClient {
   kill(): void;
 }
 
-/** Starts a client process from a bundle and initialises it. */
-export async function startClient(
-  bundle: string,
-  config: ClientConfig,
-  emit: (event: HistoryEvent) => void,
-): Promise<ClientProcess> {
-  return forkClient(bundle).init(config, emit);
-}
-
 /**
  * Forks a client process. Loading the bundle takes most of a client's start-up, so the harness
  * forks clients while the nodes start, and initialises them once the nodes are known.

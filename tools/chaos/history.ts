@@ -54,7 +54,7 @@ export type FaultKind =
 interface Base {
   /** Harness clock, ms. */
   readonly t: number;
-  /** "c0", "c1", … for clients; "nemesis"; "harness"; "node0", … for MONITOR audit lines. */
+  /** "c0", "c1", … for clients ("c0.1" for the second worker of process c0); "nemesis"; "harness"; "node0", … for MONITOR lines. */
   readonly process: string;
   readonly type: EventType;
 }

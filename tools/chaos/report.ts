@@ -30,7 +30,12 @@ export interface ScenarioSummary {
   readonly reasons: readonly string[];
   readonly grants: number;
   readonly audits: number;
+  /** Claimed window ends checked against the nodes' log (checker 2, second source). */
+  readonly logChecks: number;
+  /** Smallest distance from a claim to the quorum's earliest possible expiry (negative within the audit's round trip). */
   readonly minClaimMarginMs: number | null;
+  /** Smallest distance from a claim to the quorum's latest possible expiry (an anomaly below 0). */
+  readonly minClaimUpperMarginMs: number | null;
   readonly maxOverlapMs: number;
   readonly foreignTouchChecks: number;
   readonly counterWrites: number;
@@ -61,12 +66,13 @@ export function summarize(result: ScenarioResult): ScenarioSummary {
   const examples: Record<string, unknown> = {};
   if (checks.overlap.anomalies[0]) examples.overlap = checks.overlap.anomalies[0];
   if (checks.claims.anomalies[0]) examples.overClaim = checks.claims.anomalies[0];
+  if (checks.backing.anomalies[0]) examples.overClaimLog = checks.backing.anomalies[0];
   if (checks.foreignTouch.anomalies[0]) examples.foreignTouch = checks.foreignTouch.anomalies[0];
   if (checks.counter.unfenced.anomalies[0]) examples.lostUnfenced = checks.counter.unfenced.anomalies[0];
   if (checks.counter.fenced?.anomalies[0]) examples.lostFenced = checks.counter.fenced.anomalies[0];
   const anomalyTimes: Record<string, number[]> = {
     overlap: checks.overlap.anomalies.map((a) => a.start),
-    overClaim: checks.claims.anomalies.map((a) => a.t),
+    overClaim: [...checks.claims.anomalies.map((a) => a.t), ...checks.backing.anomalies.map((a) => a.t)],
     foreignTouch: checks.foreignTouch.anomalies.map((a) => a.t),
     lostUnfenced: checks.counter.unfenced.anomalies.map((a) => a.t),
     lostFenced: checks.counter.fenced?.anomalies.map((a) => a.t) ?? [],
@@ -98,7 +104,9 @@ export function summarize(result: ScenarioResult): ScenarioSummary {
     reasons: result.verdict.reasons,
     grants: checks.overlap.grants,
     audits: checks.claims.audits,
+    logChecks: checks.backing.checked,
     minClaimMarginMs: finiteOrNull(checks.claims.minMarginMs),
+    minClaimUpperMarginMs: finiteOrNull(checks.claims.minUpperMarginMs),
     maxOverlapMs: Math.round(checks.overlap.maxOverlapMs),
     foreignTouchChecks: checks.foreignTouch.touches,
     counterWrites: checks.counter.unfenced.writes,

@@ -40,8 +40,13 @@ export interface ClaimResult {
   /** Audits in which fewer than a quorum of nodes answered, so nothing could be concluded. */
   readonly inconclusive: number;
   readonly anomalies: readonly OverClaim[];
-  /** Smallest margin between the quorum's guaranteed expiry and the claim, ms (Infinity without audits). */
+  /**
+   * Smallest margin between the quorum's earliest possible expiry (lower bound) and the claim, ms
+   * (Infinity without audits). It can be negative by up to the audit's own round trip.
+   */
   readonly minMarginMs: number;
+  /** Smallest margin between the quorum's latest possible expiry (upper bound) and the claim: how close a claim came to an anomaly, ms. */
+  readonly minUpperMarginMs: number;
 }
 
 /** Checks every audit in the history against the quorum. */
@@ -50,6 +55,7 @@ export function checkClaims(history: readonly HistoryEvent[], quorum: number): C
   let audits = 0;
   let inconclusive = 0;
   let minMarginMs = Number.POSITIVE_INFINITY;
+  let minUpperMarginMs = Number.POSITIVE_INFINITY;
   for (const e of history) {
     if (e.f !== "audit") continue;
     const audit = e as AuditEvent;
@@ -61,6 +67,7 @@ export function checkClaims(history: readonly HistoryEvent[], quorum: number): C
       continue;
     }
     if (Number.isFinite(lower)) minMarginMs = Math.min(minMarginMs, lower - audit.claimedDeadline);
+    if (Number.isFinite(upper)) minUpperMarginMs = Math.min(minUpperMarginMs, upper - audit.claimedDeadline);
     if (audit.claimedDeadline > upper) {
       anomalies.push({
         process: audit.process,
@@ -74,7 +81,7 @@ export function checkClaims(history: readonly HistoryEvent[], quorum: number): C
       });
     }
   }
-  return { audits, inconclusive, anomalies, minMarginMs };
+  return { audits, inconclusive, anomalies, minMarginMs, minUpperMarginMs };
 }
 
 /**
