@@ -10,7 +10,7 @@ import type { ClientProcess } from "./clients.js";
 import { harnessNow } from "./clock.js";
 import type { FaultSpec, HistoryEvent } from "./history.js";
 import type { Monitors } from "./monitor.js";
-import { sleep } from "./nemesis.js";
+import { clockJump, sleep } from "./nemesis.js";
 import type { FaultProxy } from "./proxy.js";
 
 /** What a driver works with. */
@@ -98,36 +98,13 @@ export const drivers = {
    * all three while A still holds: an overlap. At q=4 node 3 still holds A's key, B gets at most
    * 2 votes: no overlap.
    */
-  async s8(ctx: DriverContext): Promise<void> {
-    const [a, b] = clientsOf(ctx, 2) as [ClientProcess, ClientProcess];
-    const all = Array.from({ length: ctx.nodes }, (_, i) => i);
-    const aNodes = all.slice(0, ctx.quorum);
-    const forgetful = 2;
-    const bCut = [0, 1];
-    const resource = `${ctx.keyPrefix}s8`;
-    const healA = open(ctx, { kind: "partition", clients: [a.id], nodes: all.filter((i) => !aNodes.includes(i)) });
-    const aGot = await a.perform({ op: "acquire", resource, ttlMs: ctx.ttlMs });
-    healA();
-    note(ctx, "A acquired on its side", { ok: aGot.ok, nodes: aNodes });
-    if (!aGot.ok) return;
-    await a.perform({ op: "read" });
-    await fault(ctx, { kind: "restart-now", nodes: [forgetful] }, async () => {
-      await ctx.cluster.restart(forgetful);
-      await ctx.monitors.reconnect(forgetful, "empty");
-    });
-    const healB = open(ctx, { kind: "partition", clients: [b.id], nodes: bCut });
-    // A few attempts (a loaded machine times requests out), all well within A's claim.
-    const bGot = await b.perform({ op: "acquire", resource, ttlMs: ctx.ttlMs });
-    healB();
-    note(ctx, "B tried after the restart", { ok: bGot.ok, cut: bCut });
-    if (bGot.ok) {
-      await b.perform({ op: "read" });
-      await b.perform({ op: "write" });
-      await b.perform({ op: "release" });
-    }
-    await a.perform({ op: "write" });
-    await a.perform({ op: "release" });
-  },
+  s8: (ctx: DriverContext) => kleppmann(ctx, "restart-now"),
+
+  /**
+   * safety.md S5, Kleppmann's clock-jump schedule: the same as {@link drivers.s8}, but node 2
+   * keeps running and its clock jumps forward by twice the TTL (every lock key on it expires).
+   */
+  s5: (ctx: DriverContext) => kleppmann(ctx, "clock-jump"),
 
   /**
    * safety.md S10, the spec's "why failover is not enough": one Redis master with a replica. The
@@ -250,3 +227,42 @@ export const drivers = {
     if (bGot.ok) await b.perform({ op: "release" });
   },
 } as const;
+
+/** The S5/S8 schedule: A holds the first q nodes, node 2 forgets, B reaches {2,3,4}. */
+async function kleppmann(ctx: DriverContext, amnesia: "restart-now" | "clock-jump"): Promise<void> {
+  const [a, b] = clientsOf(ctx, 2) as [ClientProcess, ClientProcess];
+  const all = Array.from({ length: ctx.nodes }, (_, i) => i);
+  const aNodes = all.slice(0, ctx.quorum);
+  const forgetful = 2;
+  const bCut = [0, 1];
+  const resource = `${ctx.keyPrefix}kleppmann`;
+  const healA = open(ctx, { kind: "partition", clients: [a.id], nodes: all.filter((i) => !aNodes.includes(i)) });
+  const aGot = await a.perform({ op: "acquire", resource, ttlMs: ctx.ttlMs });
+  healA();
+  note(ctx, "A acquired on its side", { ok: aGot.ok, nodes: aNodes });
+  if (!aGot.ok) return;
+  await a.perform({ op: "read" });
+  if (amnesia === "restart-now") {
+    await fault(ctx, { kind: "restart-now", nodes: [forgetful] }, async () => {
+      await ctx.cluster.restart(forgetful);
+      await ctx.monitors.reconnect(forgetful, "empty");
+    });
+  } else {
+    const jumpMs = ctx.ttlMs * 2;
+    await fault(ctx, { kind: "clock-jump", nodes: [forgetful], params: { jumpMs } }, () =>
+      clockJump(ctx.cluster.nodes[forgetful]?.redisPort as number, jumpMs, ctx.keyPrefix),
+    );
+  }
+  const healB = open(ctx, { kind: "partition", clients: [b.id], nodes: bCut });
+  // A few attempts (a loaded machine times requests out), all well within A's claim.
+  const bGot = await b.perform({ op: "acquire", resource, ttlMs: ctx.ttlMs });
+  healB();
+  note(ctx, "B tried after node 2 forgot", { ok: bGot.ok, cut: bCut });
+  if (bGot.ok) {
+    await b.perform({ op: "read" });
+    await b.perform({ op: "write" });
+    await b.perform({ op: "release" });
+  }
+  await a.perform({ op: "write" });
+  await a.perform({ op: "release" });
+}

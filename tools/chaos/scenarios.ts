@@ -194,6 +194,27 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     ...base,
+    ttlMs: 6000,
+    quorum: 4,
+    name: "s5-q4",
+    kind: "safe",
+    description:
+      "S5 (Kleppmann's clock jump) at quorum 4: A on {0,1,2,3}, node 2's clock jumps 2 TTLs, B reaches {2,3,4}",
+    driver: drivers.s5,
+    driverClients: 2,
+  },
+  {
+    ...base,
+    ttlMs: 6000,
+    name: "s5-q3",
+    kind: "control",
+    mustFire: ["overlap"],
+    description: "S5 at the default quorum 3: A on {0,1,2}, node 2's clock jumps 2 TTLs, B takes {2,3,4}",
+    driver: drivers.s5,
+    driverClients: 2,
+  },
+  {
+    ...base,
     nodes: 1,
     quorum: 1,
     ttlMs: 3000,

@@ -55,7 +55,7 @@ export function timelineSvg(result: ScenarioResult): string {
     `<rect width="100%" height="100%" fill="#fff"/>`,
     `<text x="10" y="18" font-size="14" font-weight="bold">${esc(scenario.name)} (${scenario.kind}, q=${scenario.quorum}/N=${scenario.nodes}, TTL ${scenario.ttlMs} ms, seed ${result.seed})</text>`,
     `<text x="10" y="34">${esc(scenario.description)}</text>`,
-    `<text x="10" y="50" fill="${result.verdict.pass ? "#2a7" : "#c00"}">C1 ${result.anomalies.overlap} · C2 ${result.anomalies.overClaim} · C3 ${result.anomalies.foreignTouch} · C4 unfenced ${result.anomalies.lostUnfenced} / fenced ${result.anomalies.lostFenced ?? "n/a"} — ${result.verdict.pass ? { safe: "clean", control: "control fired", finding: "open finding reproduced" }[scenario.kind] : esc(result.verdict.reasons.join("; "))}</text>`,
+    `<text x="10" y="50" fill="${!result.verdict.pass ? "#c00" : scenario.kind === "finding" ? "#b5651d" : "#2a7"}">C1 ${result.anomalies.overlap} · C2 ${result.anomalies.overClaim} · C3 ${result.anomalies.foreignTouch} · C4 unfenced ${result.anomalies.lostUnfenced} / fenced ${result.anomalies.lostFenced ?? "n/a"} — ${result.verdict.pass ? { safe: "clean", control: "control fired", finding: "open finding reproduced" }[scenario.kind] : esc(result.verdict.reasons.join("; "))}</text>`,
   );
   faults.forEach((f, i) => {
     const fx = x(f.start);
@@ -110,7 +110,8 @@ export function timelineSvg(result: ScenarioResult): string {
     );
   }
   const seconds = (t1 - t0) / 1000;
-  const step = seconds > 60 ? 10 : seconds > 10 ? 1 : 0.5;
+  // At most about 15 ticks.
+  const step = [0.5, 1, 2, 5, 10, 30, 60, 120].find((candidate) => seconds / candidate <= 15) ?? 300;
   for (let s = 0; s <= seconds; s += step) {
     const tx = x(t0 + s * 1000);
     parts.push(
