@@ -4,6 +4,7 @@
  * @module
  */
 import { type ChildProcess, fork } from "node:child_process";
+import { findExecutable } from "../nodes/ensure-redis.js";
 import { harnessNow } from "./clock.js";
 import type { HistoryEvent } from "./history.js";
 import type { ClientConfig, DrivenOp, FromClient, ToClient } from "./protocol.js";
@@ -39,14 +40,22 @@ export interface ForkedClient {
   kill(): void;
 }
 
+const setpriv = process.platform === "linux" ? findExecutable("setpriv") : undefined;
+
 /**
  * Forks a client process. Loading the bundle takes most of a client's start-up, so the harness
  * forks clients while the nodes start, and initialises them once the nodes are known.
  */
 export function forkClient(bundle: string): ForkedClient {
+  // On Linux the kernel SIGKILLs the client when the harness dies, even while it is SIGSTOPped
+  // (a stopped process would never see the IPC channel close).
   const child: ChildProcess = fork(bundle, [], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
     serialization: "json",
+    // The bundle is plain CommonJS: none of the harness's own flags (such as a TypeScript loader).
+    ...(setpriv
+      ? { execPath: setpriv, execArgv: ["--pdeathsig", "SIGKILL", "--", process.execPath] }
+      : { execArgv: [] }),
   });
   const pid = child.pid;
   if (pid === undefined) throw new Error("could not fork a client process");
