@@ -117,6 +117,17 @@ export default defineConfig({
           testTimeout: 120_000,
         },
       },
+      // The fault-injection harness: unit tests of its history format and checkers, and a short
+      // seeded run of every scenario against real nodes (tools/chaos).
+      {
+        test: {
+          name: "chaos",
+          environment: "node",
+          include: ["test/chaos/**/*.test.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
       // publint, attw and the tarball's contents, on the freshly built package.
       {
         test: {

@@ -47,7 +47,7 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
     nodesUsed: (n) => n,
     defaults:
       "fetch to each node (one POST per command), SET NX PX to all N at once, settles at quorum, per-request timeout min(1000, max(50, ttl/10)) ms, 10 attempts, full-jitter backoff base 100 ms cap 2000 ms, cleanup of a failed attempt in the background",
-    equal: "maxAttempts 10, retryDelay () => 100",
+    equal: "maxAttempts 10, retryBaseDelayMs = retryMaxDelayMs = 100 (fan-outs when nodes fail; polls of the gate while waiting are not attempts)",
   },
   "upstash-lock": {
     label: "@upstash/lock",
@@ -125,7 +125,15 @@ export async function createClient(spec: SystemSpec, backend: Backend): Promise<
 function edgeRedlock(spec: SystemSpec, backend: Backend): LockClient {
   let attempts = 0;
   const policy: RedlockOptions =
-    spec.policy === "equal" ? { maxAttempts: EQUAL_POLICY.attempts, retryDelay: () => EQUAL_POLICY.delayMs } : {};
+    // The same budget as the peers' (attempts about delayMs apart), through the backoff settings:
+    // a custom retryDelay would replace edge-redlock's waiting in line with plain retries.
+    spec.policy === "equal"
+      ? {
+          maxAttempts: EQUAL_POLICY.attempts,
+          retryBaseDelayMs: EQUAL_POLICY.delayMs,
+          retryMaxDelayMs: EQUAL_POLICY.delayMs,
+        }
+      : {};
   const nodes =
     backend.kind === "servers"
       ? backend.nodes.slice(0, spec.n).map(({ url, token }) => ({ url, token }))

@@ -1,0 +1,382 @@
+import { describe, expect, it } from "vitest";
+import { checkBacking } from "../../tools/chaos/checkers/backing.js";
+import { checkClaims } from "../../tools/chaos/checkers/claims.js";
+import { checkCounters } from "../../tools/chaos/checkers/counter.js";
+import { checkForeignTouches, EXPIRY_SLACK_MS } from "../../tools/chaos/checkers/foreign-touch.js";
+import { anomalyCounts, checkHistory } from "../../tools/chaos/checkers/index.js";
+import { checkLiveness, percentile } from "../../tools/chaos/checkers/liveness.js";
+import { checkOverlaps } from "../../tools/chaos/checkers/overlap.js";
+import type { CounterEvent, HistoryEvent } from "../../tools/chaos/history.js";
+import { audit, grant, monitorStream } from "./support/history.js";
+
+describe("checker 1: overlapping grants", () => {
+  it("passes grants that follow each other", () => {
+    const history = [
+      ...grant("c0", "a", { acquiredAt: 0, claimedUntil: 1000, releaseAt: 400 }),
+      ...grant("c1", "b", { acquiredAt: 450, claimedUntil: 1450, releaseAt: 900 }),
+      ...grant("c2", "c", { acquiredAt: 1460, claimedUntil: 2400 }),
+    ];
+    const result = checkOverlaps(history);
+    expect(result.grants).toBe(3);
+    expect(result.anomalies).toEqual([]);
+  });
+
+  it("reports two claims that overlap, with the overlap interval", () => {
+    const history = [
+      ...grant("c0", "a", { acquiredAt: 0, claimedUntil: 1000 }),
+      ...grant("c1", "b", { acquiredAt: 700, claimedUntil: 1700, releaseAt: 900 }),
+    ];
+    const result = checkOverlaps(history);
+    expect(result.anomalies).toHaveLength(1);
+    expect(result.anomalies[0]).toMatchObject({
+      resource: "r",
+      first: { process: "c0", lock: "a" },
+      second: { process: "c1", lock: "b" },
+      start: 700,
+      end: 900,
+    });
+    expect(result.maxOverlapMs).toBe(200);
+  });
+
+  it("ends a claim at the release invoke and at a lost signal", () => {
+    const released = [
+      ...grant("c0", "a", { acquiredAt: 0, claimedUntil: 1000, releaseAt: 300 }),
+      ...grant("c1", "b", { acquiredAt: 310, claimedUntil: 1300 }),
+    ];
+    const lost = [
+      ...grant("c0", "a", { acquiredAt: 0, claimedUntil: 1000, lostAt: 850 }),
+      ...grant("c1", "b", { acquiredAt: 860, claimedUntil: 1800 }),
+    ];
+    expect(checkOverlaps(released).anomalies).toEqual([]);
+    expect(checkOverlaps(lost).anomalies).toEqual([]);
+  });
+
+  it("counts an extension's claim", () => {
+    const history = [
+      ...grant("c0", "a", { acquiredAt: 0, claimedUntil: 1000, extensions: [{ at: 800, claimedUntil: 1800 }] }),
+      ...grant("c1", "b", { acquiredAt: 1200, claimedUntil: 2200 }),
+    ];
+    const [overlap] = checkOverlaps(history).anomalies;
+    expect(overlap).toMatchObject({ start: 1200, end: 1800 });
+  });
+
+  it("ignores other resources and differences within the cross-process tolerance", () => {
+    const history = [
+      ...grant("c0", "a", { acquiredAt: 0, claimedUntil: 1000 }),
+      ...grant("c1", "b", { resource: "other", acquiredAt: 10, claimedUntil: 1000 }),
+      ...grant("c2", "c", { acquiredAt: 999.5, claimedUntil: 2000 }),
+    ];
+    expect(checkOverlaps(history).anomalies).toEqual([]);
+    expect(checkOverlaps(history, 0).anomalies).toHaveLength(1);
+  });
+});
+
+describe("checker 2: claimed deadline against the nodes' real expiry", () => {
+  // Audit sent at 100, answered at 110 on every node; PTTL 880 means expiry in [980, 991).
+  const holding: [number, number, number] = [100, 110, 880];
+
+  it("passes a claim below the quorum's guaranteed expiry and reports the margin", () => {
+    const result = checkClaims([audit(950, [holding, holding, holding, false, false])], 3);
+    expect(result.anomalies).toEqual([]);
+    expect(result.audits).toBe(1);
+    expect(result.minMarginMs).toBe(30);
+    expect(result.minUpperMarginMs).toBe(41);
+  });
+
+  it("never reports a claim within the audit's own round trip", () => {
+    // 985 is above the lower bound (980) but below the upper bound (991): not certain.
+    const result = checkClaims([audit(985, [holding, holding, holding])], 3);
+    expect(result.anomalies).toEqual([]);
+    expect(result.minMarginMs).toBe(-5);
+  });
+
+  it("reports a claim later than the quorum-th latest expiry", () => {
+    const short: [number, number, number] = [100, 110, 300];
+    // Two nodes hold it long, three short: the 3rd latest expiry is the short one (< 411).
+    const result = checkClaims([audit(950, [holding, holding, short, short, short])], 3);
+    expect(result.anomalies).toHaveLength(1);
+    expect(result.anomalies[0]).toMatchObject({ claimedDeadline: 950, quorumExpiryUpperBound: 411, overClaimMs: 539 });
+  });
+
+  it("reports a claim when fewer than a quorum hold the token at all", () => {
+    const result = checkClaims([audit(950, [holding, holding, false, false, false])], 3);
+    expect(result.anomalies).toHaveLength(1);
+    expect(result.anomalies[0]?.overClaimMs).toBe(Number.POSITIVE_INFINITY);
+  });
+
+  it("draws no conclusion when silent nodes could make up the quorum", () => {
+    const result = checkClaims([audit(5000, [holding, holding, null, null, null])], 3);
+    expect(result.anomalies).toEqual([]);
+    expect(result.inconclusive).toBe(1);
+  });
+
+  it("counts silent nodes as holding forever, and still reports a claim no quorum can back", () => {
+    // Two silent nodes and one holder until < 991 cannot keep a quorum of 3 until 5000.
+    const result = checkClaims([audit(5000, [holding, holding, null, null, false])], 3);
+    expect(result.anomalies).toHaveLength(1);
+    expect(result.anomalies[0]?.quorumExpiryUpperBound).toBe(991);
+  });
+});
+
+describe("checker 2, from the nodes' log: no other quorum can form until the claim ends", () => {
+  // Client c0 holds "r" with token hash "a" from 0, claiming until 1000; each node set the key at 0 with PX 1000.
+  const sets = (nodes: number[]) =>
+    nodes.flatMap((n) => monitorStream(n, [{ t: 0, cmd: "SET", key: "r", value: "a", nx: true, ms: 1000 }]));
+  const shorten = (nodes: number[], at: number, ms: number) =>
+    nodes.flatMap((n) =>
+      monitorStream(n, [
+        { t: at, cmd: "EVALSHA", script: "extend", key: "r", value: "a" },
+        { t: at, cmd: "PEXPIRE", key: "r", ms, source: "lua" },
+      ]).map((e) => ({ ...e, seq: e.seq + 1 })),
+    );
+  const claim = grant("c0", "a", { acquiredAt: 5, claimedUntil: 980 });
+
+  it("passes a claim the nodes back until its end", () => {
+    const result = checkBacking([...claim, ...sets([0, 1, 2, 3, 4])], 5, 3, 1000);
+    expect(result).toEqual({ checked: 1, anomalies: [] });
+  });
+
+  it("reports a claim outliving the keys: a shorter TTL landed on all but two nodes", () => {
+    const history = [...claim, ...sets([0, 1, 2, 3, 4]), ...shorten([0, 1, 2], 100, 200)];
+    const result = checkBacking(history, 5, 3, 1000);
+    expect(result.anomalies).toEqual([{ process: "c0", resource: "r", lock: "a", t: 980, holders: [3, 4] }]);
+  });
+
+  it("needs N - q + 1 holders, so a quorum sized for one forgetful node tolerates one", () => {
+    const history = [...claim, ...sets([0, 1, 2, 3]), ...shorten([0], 100, 200)];
+    expect(checkBacking(history, 5, 4, 1000).anomalies).toEqual([]);
+    expect(checkBacking([...history, ...shorten([1, 2], 100, 200)], 5, 4, 1000).anomalies).toHaveLength(1);
+  });
+
+  it("counts a restarted node as possibly holding anything until its keys surely expired", () => {
+    const reset = (node: number): HistoryEvent => ({
+      t: 500,
+      process: `node${node}`,
+      type: "info",
+      f: "monitor-reset",
+      node,
+      seq: 5,
+      reason: "empty",
+    });
+    const history = [...claim, ...sets([0, 1, 2]), ...shorten([0, 1], 100, 200), reset(0), reset(1)];
+    expect(checkBacking(history, 5, 3, 1000).anomalies).toEqual([]);
+  });
+});
+
+describe("checker 3: releases and extensions that touch another client's key", () => {
+  const set = (t: number, value: string, ms = 1000) => ({ t, cmd: "SET", key: "k", value, nx: true, ms });
+  const script = (t: number, name: string, token: string) => ({
+    t,
+    cmd: "EVALSHA",
+    script: name,
+    key: "k",
+    value: token,
+  });
+  const lua = (t: number, cmd: string, ms?: number) => ({
+    t,
+    cmd,
+    key: "k",
+    source: "lua" as const,
+    ...(ms === undefined ? {} : { ms }),
+  });
+
+  it("passes a holder releasing and extending its own key", () => {
+    const history = monitorStream(0, [
+      set(0, "A"),
+      script(100, "extend", "A"),
+      lua(100, "PEXPIRE", 1000),
+      script(200, "release", "A"),
+      lua(200, "DEL"),
+      set(300, "B"),
+    ]);
+    const result = checkForeignTouches(history, 1000);
+    expect(result).toEqual({ touches: 2, anomalies: [] });
+  });
+
+  it("reports a release deleting the key another client acquired after an expiry", () => {
+    const history = monitorStream(0, [
+      set(0, "A", 500),
+      set(300, "B"), // refused: A still holds it
+      set(700, "B"), // A expired at 500: B holds it
+      script(800, "release", "A"),
+      lua(800, "DEL"),
+    ]);
+    const { anomalies } = checkForeignTouches(history, 1000);
+    expect(anomalies).toHaveLength(1);
+    expect(anomalies[0]).toMatchObject({
+      node: 0,
+      key: "k",
+      script: "release",
+      cmd: "DEL",
+      token: "A",
+      possible: ["B"],
+    });
+  });
+
+  it("reports an extension re-arming a foreign key", () => {
+    const history = monitorStream(2, [set(0, "B"), script(50, "extend", "A"), lua(50, "PEXPIRE", 1000)]);
+    expect(checkForeignTouches(history, 1000).anomalies).toHaveLength(1);
+  });
+
+  it("keeps both states near an expiry instead of guessing", () => {
+    const near = 500 + EXPIRY_SLACK_MS / 2;
+    const history = (releaseAt: number) =>
+      monitorStream(0, [
+        set(0, "A", 500),
+        set(near, "B"), // may or may not have found A expired
+        script(releaseAt, "release", "A"),
+        lua(releaseAt, "DEL"),
+      ]);
+    expect(checkForeignTouches(history(near + 1), 1000).anomalies).toEqual([]);
+    // Well past A's expiry the key is B's or nobody's: a DEL for A is foreign either way.
+    const late = checkForeignTouches(history(500 + EXPIRY_SLACK_MS + 1), 1000).anomalies;
+    expect(late.map((a) => a.possible)).toEqual([[null, "B"]]);
+  });
+
+  it("assumes nothing about a node that restarted until its keys surely expired", () => {
+    const reset: HistoryEvent = {
+      t: 0,
+      process: "node0",
+      type: "info",
+      f: "monitor-reset",
+      node: 0,
+      seq: 0,
+      reason: "empty",
+    };
+    const lines = monitorStream(0, [
+      script(100, "release", "A"),
+      lua(100, "DEL"),
+      script(5000, "release", "A"),
+      lua(5000, "DEL"),
+    ]);
+    const history = [reset, ...lines.map((l) => ({ ...l, seq: l.seq + 1 }))];
+    const result = checkForeignTouches(history, 1000);
+    // At 100 the key may hold anything; at 5000 it surely expired and nobody set it since.
+    expect(result.anomalies.map((a) => a.t)).toEqual([5000]);
+  });
+
+  it("does not count the harness's own scripts, but follows what they do", () => {
+    const history = monitorStream(0, [
+      set(0, "A"),
+      script(10, "other", "x"),
+      lua(10, "DEL"), // a clock jump deleted A's key
+      set(20, "B"),
+      script(30, "release", "A"),
+      lua(30, "DEL"),
+    ]);
+    const result = checkForeignTouches(history, 1000);
+    expect(result.touches).toBe(1);
+    expect(result.anomalies).toHaveLength(1);
+  });
+});
+
+describe("checker 4: lost updates on the protected counter", () => {
+  const write = (process: string, read: number, prev: number, extra: Partial<CounterEvent> = {}): CounterEvent => ({
+    t: 1,
+    process,
+    type: "ok",
+    f: "write",
+    resource: "r",
+    lock: "a",
+    variant: "unfenced",
+    read,
+    value: read + 1,
+    prev,
+    ...extra,
+  });
+
+  it("passes increments that each replaced what they read", () => {
+    const result = checkCounters([write("c0", 0, 0), write("c1", 1, 1), write("c0", 2, 2)]);
+    expect(result.unfenced).toEqual({ writes: 3, rejected: 0, anomalies: [] });
+    expect(result.fenced).toBeUndefined();
+    expect(result.fencingAvailable).toBe(false);
+  });
+
+  it("reports a write that replaced someone else's increment", () => {
+    const result = checkCounters([write("c1", 0, 0), write("c0", 0, 1)]);
+    expect(result.unfenced.anomalies).toEqual([
+      { process: "c0", resource: "r", variant: "unfenced", t: 1, read: 0, prev: 1 },
+    ]);
+  });
+
+  it("checks the fenced counter once fencing is available, counting rejected stale writes", () => {
+    const fencing: HistoryEvent = { t: 0, process: "c0", type: "info", f: "fencing", data: { available: true } };
+    const result = checkCounters([
+      fencing,
+      write("c0", 0, 0, { variant: "fenced", accepted: true }),
+      write("c1", 0, 0, { variant: "fenced", accepted: false, prev: undefined }),
+      write("c2", 1, 5, { variant: "fenced", accepted: true }),
+    ]);
+    expect(result.fencingAvailable).toBe(true);
+    expect(result.fenced?.rejected).toBe(1);
+    expect(result.fenced?.anomalies).toHaveLength(1);
+  });
+});
+
+describe("checker 5: liveness figures", () => {
+  it("computes success rates, latency percentiles, and re-acquire time after a holder died", () => {
+    const history: HistoryEvent[] = [
+      ...grant("c0", "a", { acquiredAt: 10, claimedUntil: 1000 }),
+      { t: 100, process: "c1", type: "invoke", f: "acquire", resource: "r" },
+      { t: 150, process: "nemesis", type: "info", f: "fault-start", fault: { id: 1, kind: "hang", nodes: [0] } },
+      { t: 180, process: "c2", type: "invoke", f: "acquire", resource: "r" },
+      { t: 300, process: "c1", type: "fail", f: "acquire", resource: "r", error: "LOCK_HELD" },
+      { t: 300, process: "c2", type: "fail", f: "acquire", resource: "r", error: "LOCK_HELD" },
+      { t: 400, process: "nemesis", type: "info", f: "fault-end", fault: { id: 1, kind: "hang", nodes: [0] } },
+      {
+        t: 500,
+        process: "nemesis",
+        type: "info",
+        f: "fault-start",
+        fault: { id: 2, kind: "kill-client", clients: ["c0"], params: { holding: "r" } },
+      },
+      { t: 501, process: "nemesis", type: "info", f: "fault-end", fault: { id: 2, kind: "kill-client" } },
+      ...grant("c1", "b", { acquiredAt: 1100, claimedUntil: 2000 }),
+      { t: 3000, process: "harness", type: "info", f: "leftover-keys", data: { keys: 2, maxPttlMs: 700 } },
+    ];
+    const result = checkLiveness(history);
+    expect(result).toMatchObject({ acquires: 4, acquired: 2, leftoverKeys: 2, leftoverMaxPttlMs: 700 });
+    expect(result.successRate).toBe(0.5);
+    // c2's attempt started during the hang; of the healthy ones (c0, c1, c1 again) 2 of 3 succeeded.
+    expect(result.healthySuccessRate).toBeCloseTo(2 / 3);
+    expect(result.reacquireAfterDeathMs).toEqual([600]);
+    expect(result.p50Ms).toBe(5);
+  });
+
+  it("takes nearest-rank percentiles", () => {
+    expect(percentile([1, 2, 3, 4], 0.5)).toBe(2);
+    expect(percentile([1, 2, 3, 4], 0.99)).toBe(4);
+    expect(percentile([], 0.5)).toBeNaN();
+  });
+});
+
+describe("all checkers together", () => {
+  it("counts anomalies per checker on a clean and on a faulty history", () => {
+    const clean = [
+      ...grant("c0", "a", { acquiredAt: 0, claimedUntil: 900, releaseAt: 500 }),
+      audit(900, [
+        [0, 1, 990],
+        [0, 1, 990],
+        [0, 1, 990],
+      ]),
+    ];
+    const faulty = [
+      ...grant("c0", "a", { acquiredAt: 0, claimedUntil: 900 }),
+      ...grant("c1", "b", { acquiredAt: 600, claimedUntil: 1500 }),
+      audit(2000, [
+        [0, 1, 990],
+        [0, 1, 990],
+        [0, 1, 990],
+      ]),
+    ];
+    const options = { nodes: 5, quorum: 3, maxTtlMs: 1000 };
+    expect(anomalyCounts(checkHistory(clean, options))).toEqual({
+      overlap: 0,
+      overClaim: 0,
+      foreignTouch: 0,
+      lostUnfenced: 0,
+      lostFenced: null,
+    });
+    expect(anomalyCounts(checkHistory(faulty, options))).toMatchObject({ overlap: 1, overClaim: 1 });
+  });
+});

@@ -1,0 +1,72 @@
+/**
+ * Checker 2, second source: the nodes' own log. At the end of every claimed window (the claimed
+ * deadline, or the release or loss that cut it), enough nodes must still possibly hold the grant's
+ * token that no other client can assemble a quorum: at least N − q + 1, according to the replay
+ * of their MONITOR streams. (Right after the operation the audit asks for a full quorum; later, a
+ * node that forgot the key is what an f-tolerant quorum is sized for, so the log asks for what
+ * mutual exclusion needs.)
+ *
+ * The audit (claims.ts) reads the nodes once, right after the operation; this catches what lands
+ * later: a request the client gave up on (an extension with a shorter TTL that timed out on the
+ * client but ran on the node afterwards), forgotten keys, shortened TTLs. The replay keeps every
+ * state it cannot rule out, so a node counts as holding unless its log proves it does not.
+ * @module
+ */
+import type { HistoryEvent } from "../history.js";
+import { grantsOf } from "./grants.js";
+import { monitorStreams, NodeReplay } from "./replay.js";
+
+/** A claim the nodes' log does not back. */
+export interface UnbackedClaim {
+  readonly process: string;
+  readonly resource: string;
+  readonly lock: string;
+  /** The instant checked: the end of a claimed window. */
+  readonly t: number;
+  /** Nodes that may still hold the token then. */
+  readonly holders: readonly number[];
+}
+
+/** What the log half of checker 2 found. */
+export interface BackingResult {
+  /** Claimed window ends checked. */
+  readonly checked: number;
+  readonly anomalies: readonly UnbackedClaim[];
+}
+
+/** Checks every claimed window end against the replayed nodes. */
+export function checkBacking(
+  history: readonly HistoryEvent[],
+  nodes: number,
+  quorum: number,
+  maxTtlMs: number,
+): BackingResult {
+  const needed = nodes - quorum + 1;
+  const streams = monitorStreams(history);
+  if (streams.size === 0) return { checked: 0, anomalies: [] };
+  type Query = { t: number; key: string; lock: string; process: string; holders: number[] };
+  const queries: Query[] = [];
+  for (const g of grantsOf(history)) {
+    for (const w of g.windows) {
+      if (Number.isFinite(w.end))
+        queries.push({ t: w.end, key: g.resource, lock: g.lock, process: g.process, holders: [] });
+    }
+  }
+  queries.sort((a, b) => a.t - b.t);
+  for (const [node, events] of streams) {
+    const replay = new NodeReplay(maxTtlMs);
+    let next = 0;
+    for (const query of queries) {
+      // Apply everything the node did up to the queried instant, then ask.
+      while (next < events.length && (events[next]?.t ?? Number.POSITIVE_INFINITY) <= query.t) {
+        replay.apply(events[next] as (typeof events)[number]);
+        next++;
+      }
+      if (replay.mayHold(query.key, query.lock, query.t)) query.holders.push(node);
+    }
+  }
+  const anomalies = queries
+    .filter((q) => q.holders.length < needed)
+    .map((q) => ({ process: q.process, resource: q.key, lock: q.lock, t: q.t, holders: q.holders }));
+  return { checked: queries.length, anomalies };
+}

@@ -1,0 +1,77 @@
+/**
+ * Grants reconstructed from a history: who held which resource, and the windows over which the
+ * lock claimed to be held.
+ * @module
+ */
+import type { HistoryEvent, LockEvent } from "../history.js";
+
+/** A time interval on the harness clock. */
+export interface Window {
+  readonly start: number;
+  readonly end: number;
+}
+
+/** One successful acquisition and what it claimed until it was released or withdrawn. */
+export interface Grant {
+  readonly process: string;
+  readonly resource: string;
+  readonly lock: string;
+  /** Harness time the acquire returned. */
+  readonly acquiredAt: number;
+  /** Release invoke time, or the time the lock's signal aborted (the claim was withdrawn), if any. */
+  readonly endedAt: number | undefined;
+  /**
+   * Claimed windows: `[acquire ok, claimed deadline]`, then `[extend ok, new claimed deadline]`
+   * for every extension, each cut at `endedAt`. Their union is when the lock claimed to be held.
+   */
+  readonly windows: readonly Window[];
+}
+
+/**
+ * Rebuilds the grants. A grant's claim ends at the earliest of: the release invoke, a `lost` event
+ * (the library aborted the lock's signal: it no longer claims the lock), and each claimed deadline.
+ */
+export function grantsOf(history: readonly HistoryEvent[]): Grant[] {
+  type Draft = {
+    process: string;
+    resource: string;
+    lock: string;
+    acquiredAt: number;
+    claims: Window[];
+    endedAt?: number;
+  };
+  const drafts = new Map<string, Draft>();
+  for (const e of history) {
+    if (e.f !== "acquire" && e.f !== "extend" && e.f !== "release" && e.f !== "lost") continue;
+    const lock = (e as LockEvent).lock;
+    if (lock === undefined) continue;
+    const key = `${e.process}/${lock}`;
+    if (e.f === "acquire" && e.type === "ok") {
+      drafts.set(key, {
+        process: e.process,
+        resource: e.resource,
+        lock,
+        acquiredAt: e.t,
+        claims: [{ start: e.t, end: (e as LockEvent).claimedDeadline as number }],
+      });
+      continue;
+    }
+    const draft = drafts.get(key);
+    if (!draft) continue;
+    if (e.f === "extend" && e.type === "ok") {
+      draft.claims.push({ start: e.t, end: (e as LockEvent).claimedDeadline as number });
+    } else if ((e.f === "release" && e.type === "invoke") || e.f === "lost") {
+      draft.endedAt = Math.min(draft.endedAt ?? Number.POSITIVE_INFINITY, e.t);
+    }
+  }
+  return [...drafts.values()].map((d) => ({
+    process: d.process,
+    resource: d.resource,
+    lock: d.lock,
+    acquiredAt: d.acquiredAt,
+    endedAt: d.endedAt,
+    windows: d.claims
+      .map((w) => ({ start: w.start, end: Math.min(w.end, d.endedAt ?? Number.POSITIVE_INFINITY) }))
+      .filter((w) => w.end > w.start),
+  }));
+}
