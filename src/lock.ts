@@ -241,7 +241,7 @@ export class Lock {
    */
   capDeadline(deadline: number): void {
     if (deadline >= this.#deadline) return;
-    this.#deadline = deadline;
+    this.#deadline = Math.min(this.#deadline, deadline);
     if (this.#controller !== undefined || this.options.onLockLost) this.#scheduleLossTimer();
   }
 

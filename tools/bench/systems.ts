@@ -47,7 +47,8 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
     nodesUsed: (n) => n,
     defaults:
       "fetch to each node (one POST per command), SET NX PX to all N at once, settles at quorum, per-request timeout min(1000, max(50, ttl/10)) ms, 10 attempts, full-jitter backoff base 100 ms cap 2000 ms, cleanup of a failed attempt in the background",
-    equal: "maxAttempts 10, retryBaseDelayMs = retryMaxDelayMs = 100 (fan-outs when nodes fail; polls of the gate while waiting are not attempts)",
+    equal:
+      "maxAttempts 10, retryBaseDelayMs = retryMaxDelayMs = 100 (fan-outs when nodes fail; polls of the gate while waiting are not attempts)",
   },
   "upstash-lock": {
     label: "@upstash/lock",

@@ -46,7 +46,7 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
       apply: (text) =>
         replaceOnce(
           text,
-          /(extended\(deadline: number\): void \{[^}]*?)this\.#deadline = deadline;/,
+          /(extended\(deadline: number(?:, ttlMs: number)?\): void \{[^}]*?)this\.#deadline = deadline;/,
           "$1if (deadline > this.#deadline) this.#deadline = deadline;",
           "lock.ts: `this.#deadline = deadline;` inside extended()",
         ),

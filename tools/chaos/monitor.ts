@@ -9,6 +9,8 @@
 import { createHash } from "node:crypto";
 import { connect, type Socket } from "node:net";
 import { extendScript } from "../../src/scripts/extend.js";
+import { gateScript } from "../../src/scripts/gate.js";
+import { gateReleaseScript } from "../../src/scripts/gate-release.js";
 import { releaseScript } from "../../src/scripts/release.js";
 import { harnessNow } from "./clock.js";
 import { type HistoryEvent, type MonitorEvent, tokenId } from "./history.js";
@@ -46,6 +48,12 @@ export interface Monitors {
  */
 export function classifyScript(source: string): "extend" | "release" | "other" {
   if (source.includes(HARNESS_SCRIPT_MARKER)) return "other";
+  // The gate's release is a compare-and-DEL with the token first, like the release (its PEXPIRE
+  // touches only the gate's own stats key). The gate's poll sets lock keys when it takes them,
+  // and its leave deletes only a key holding the waiter's own placeholder token (ARGV[3]): both
+  // are acquisitions to the replay, not extensions or releases.
+  if (source === gateReleaseScript.source) return "release";
+  if (source === gateScript.source) return "other";
   if (source.includes('"PEXPIRE"')) return "extend";
   if (source.includes('"DEL"')) return "release";
   return "other";
@@ -119,6 +127,8 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
     new Map<string, "extend" | "release" | "other">([
       [extendScript.sha1, classifyScript(extendScript.source)],
       [releaseScript.sha1, classifyScript(releaseScript.source)],
+      [gateReleaseScript.sha1, classifyScript(gateReleaseScript.source)],
+      [gateScript.sha1, classifyScript(gateScript.source)],
     ]);
   const scripts = ports.map(known);
 

@@ -97,7 +97,9 @@ export class NodeReplay {
     }
     if (!e.key) return undefined;
     const states = this.statesAt(e.key, e.t);
-    if (e.cmd === "SET" && e.source === "client") {
+    // A SET from a client or from a script (the all-or-none acquire, the gate's take): scripts
+    // check the keys before they set them, so what they set is the new state.
+    if (e.cmd === "SET") {
       const value = e.value ?? ANY;
       const expiresAt = e.ms === undefined ? null : e.t + e.ms;
       const after = states.flatMap((s): KeyState[] =>
