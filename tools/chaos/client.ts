@@ -84,6 +84,8 @@ class Client {
       retryMaxDelayMs: 200,
       ...(config.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: config.requestTimeoutMs }),
       ...(broken ? { clock: broken.clock } : {}),
+      // Fenced locks: a node found empty is quarantined for a TTL and its drift, and then some.
+      ...(config.fencing ? { fencing: true, quarantineMs: 2 * config.ttlMs } : {}),
     });
     const redisOptions = {
       host: "127.0.0.1",

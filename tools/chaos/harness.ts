@@ -5,6 +5,7 @@
  * @module
  */
 import { Redis } from "ioredis";
+import { FencingError, Redlock } from "../../src/index.js";
 import { type NodeCluster, startNodes } from "../nodes/index.js";
 import type { ClientBuild } from "./build.js";
 import { type AnomalyCounts, anomalyCounts, type CheckResults, checkHistory } from "./checkers/index.js";
@@ -189,6 +190,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     );
     cleanups.push(() => proxy.close());
     const keyPrefix = keyPrefixOf(scenario);
+    if (scenario.fencing) await initializeFencingOn(lockNodes);
     const monitors = await startMonitors({ ports: lockNodes.map((n) => n.redisPort), keyPrefix, emit });
     cleanups.push(() => monitors.close());
 
@@ -212,6 +214,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       seed,
       brokenClock: scenario.brokenClock === true,
       fenced: true,
+      fencing: scenario.fencing === true,
     });
     const spawn = async (f: ForkedClient = forkOne()) => {
       const client = await f.init(configFor(nextClient++), emit);
@@ -332,6 +335,19 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   };
 }
 
+/**
+ * Mark the lock nodes for fencing, once per fenced scenario (the nodes are flushed between
+ * scenarios). A refusal because a marker is already there is fine: they are marked.
+ */
+async function initializeFencingOn(nodes: readonly { url: string; token: string }[]): Promise<void> {
+  const redlock = new Redlock({ nodes: nodes.map(({ url, token }) => ({ url, token })) });
+  try {
+    await redlock.initializeFencing();
+  } catch (error) {
+    if (!(error instanceof FencingError && error.code === "FENCING_INIT_REFUSED")) throw error;
+  }
+}
+
 /** Whether the anomalies are what the scenario expects. */
 export function verdictOf(scenario: Scenario, a: AnomalyCounts): { pass: boolean; reasons: string[] } {
   const reasons: string[] = [];
@@ -342,6 +358,14 @@ export function verdictOf(scenario: Scenario, a: AnomalyCounts): { pass: boolean
     if (a.lostFenced !== null && a.lostFenced > 0)
       reasons.push(`C4 found ${a.lostFenced} lost updates on the fenced counter`);
   } else {
+    // A fenced control: whatever the unfenced counter lost, the fenced one must lose nothing.
+    if (scenario.fencing && a.lostFenced !== 0) {
+      reasons.push(
+        a.lostFenced === null
+          ? "the fenced counter did not run (no lock.fence)"
+          : `C4 found ${a.lostFenced} lost updates on the fenced counter`,
+      );
+    }
     for (const checker of scenario.mustFire ?? []) {
       const count = a[checker];
       if (count === null || count === 0) {

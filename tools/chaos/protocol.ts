@@ -37,6 +37,8 @@ export interface ClientConfig {
   readonly brokenClock: boolean;
   /** Exercise the fenced counter when the library hands out `lock.fence`. */
   readonly fenced: boolean;
+  /** Acquire with `fencing: true` (the nodes are initialised for it by the harness). */
+  readonly fencing?: boolean;
 }
 
 /** An operation of a driven (scripted) client. */

@@ -43,6 +43,11 @@ export interface Scenario {
   readonly driverClients?: number;
   /** Lock nodes are backed by a master and its replica (the failover control). */
   readonly replicated?: boolean;
+  /**
+   * Clients acquire with `fencing: true` (nodes initialised by the harness first); a quarantined
+   * node keeps a restarted one out, and the fenced counter must lose no update.
+   */
+  readonly fencing?: boolean;
 }
 
 const base = { nodes: 5, quorum: 3, ttlMs: 2000, build: "src" as const };
@@ -223,6 +228,29 @@ export const SCENARIOS: readonly Scenario[] = [
     replicated: true,
     description: "S10: one Redis with a replica; replication blocked, master killed, replica promoted",
     driver: drivers.failover,
+    driverClients: 2,
+  },
+  {
+    ...base,
+    ttlMs: 6000,
+    name: "s8-fenced",
+    kind: "safe",
+    fencing: true,
+    description:
+      "S8 schedule at the default quorum 3 with fencing: the node that restarts empty is found without its marker and never grants, so B gets no quorum",
+    driver: drivers.s8,
+    driverClients: 2,
+  },
+  {
+    ...base,
+    name: "fenced-pause",
+    kind: "control",
+    mustFire: ["lostUnfenced"],
+    unfencedLimit: true,
+    fencing: true,
+    description:
+      "S1 with fencing: the paused holder's stale write loses an update on the unfenced counter and is refused by the fenced one",
+    driver: drivers.unfencedPause,
     driverClients: 2,
   },
   {
