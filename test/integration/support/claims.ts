@@ -19,10 +19,13 @@ export interface ClaimAudit {
   readonly claimedDeadline: number;
   /** Upper bound of the keys' expiry on a quorum, on `performance.now()` (-Infinity: no quorum holds them). */
   readonly quorumExpiry: number;
-  /** Per node: the latest moment its key can expire (-Infinity: the key is not ours). */
+  /** Per node: the latest moment its key can expire (-Infinity: the key is not ours; +Infinity: no answer). */
   readonly nodeExpiries: readonly number[];
   readonly violation: string | undefined;
 }
+
+/** A node that does not answer within this long counts as holding the key for ever (no false alarm). */
+const READ_TIMEOUT_MS = 1500;
 
 const SCRIPT = `local out = {}
 for i, key in ipairs(KEYS) do
@@ -40,7 +43,7 @@ async function readKeys(
     method: "POST",
     headers: { authorization: `Bearer ${endpoint.token}`, "content-type": "application/json" },
     body: JSON.stringify(["EVAL", SCRIPT, keys.length, ...keys]),
-    signal: AbortSignal.timeout(10_000),
+    signal: AbortSignal.timeout(READ_TIMEOUT_MS),
   });
   const at = performance.now();
   const body = (await response.json()) as { result?: (string | number | null)[]; error?: string };
@@ -64,7 +67,8 @@ export async function auditClaim(
   const claimedDeadline = performance.now() + lock.remainingMs();
   const reads = await Promise.all(endpoints.map((e) => readKeys(e, lock.keys).catch(() => undefined)));
   const nodeExpiries = reads.map((read) => {
-    if (!read) return Number.NEGATIVE_INFINITY;
+    // Unknown (a slow or dead node): it may hold the key for ever. Never an anomaly of its own.
+    if (!read) return Number.POSITIVE_INFINITY;
     // Every key must be ours; the lock expires with its first key.
     let expiry = Number.POSITIVE_INFINITY;
     for (const [value, pttl] of read.entries) {
