@@ -101,7 +101,14 @@ describe("checker 2: claimed deadline against the nodes' real expiry", () => {
   it("reports a claim when fewer than a quorum hold the token at all", () => {
     const result = checkClaims([audit(950, [holding, holding, false, false, false])], 3);
     expect(result.anomalies).toHaveLength(1);
-    expect(result.anomalies[0]?.overClaimMs).toBe(Number.POSITIVE_INFINITY);
+    // The nodes without our key lost it by their answer (t + 1 = 1): the claim reaches 949 ms past.
+    expect(result.anomalies[0]?.overClaimMs).toBe(949);
+  });
+
+  it("does not report a claim that had ended before the audit read the nodes (a paused client)", () => {
+    // Claimed until 950; the audit ran at 2000, when no node held the key any more: consistent.
+    const result = checkClaims([audit(950, [false, false, false, false, false], 2000)], 3);
+    expect(result.anomalies).toEqual([]);
   });
 
   it("draws no conclusion when silent nodes could make up the quorum", () => {

@@ -87,12 +87,18 @@ export function checkClaims(history: readonly HistoryEvent[], quorum: number): C
 /**
  * The quorum-th latest expiry over the audited nodes, using each node's upper or lower bound.
  * A silent node is +∞ for the upper bound (it may hold the key forever, for all we know) and −∞
- * for the lower one; a node that does not hold the token is −∞ for both.
+ * for the lower one; a node that does not hold the token is −∞ for the lower bound and its
+ * answer's arrival for the upper one.
  */
 export function quorumBound(audit: AuditEvent, quorum: number, which: "upper" | "lower"): number {
   const expiries = audit.nodes.map((n) => {
     if (n.holds === null) return which === "upper" ? Number.POSITIVE_INFINITY : Number.NEGATIVE_INFINITY;
-    if (!n.holds || n.pttl === undefined || n.pttl < 0) return Number.NEGATIVE_INFINITY;
+    // Our key was gone when the node ran the read: it expired (or was never set) no later than the
+    // answer. That refutes a claim reaching past the answer, not one that had already ended (a
+    // client paused between its grant and its audit reads the nodes after its own deadline).
+    if (!n.holds || n.pttl === undefined || n.pttl < 0) {
+      return which === "upper" && n.receivedAt !== undefined ? n.receivedAt : Number.NEGATIVE_INFINITY;
+    }
     return which === "upper" ? n.receivedAt + n.pttl + 1 : n.sentAt + n.pttl;
   });
   expiries.sort((a, b) => b - a);
