@@ -72,7 +72,8 @@ class Acquisition {
   readonly #signal: AbortSignal | undefined;
   readonly #operations: LockOperations;
   readonly #reports: AttemptReport[] = [];
-  readonly #gate: number;
+  /** The gate node's index: hashed only when this call first needs the gate. */
+  #gateIndex: number | undefined;
   readonly #hotKey: string;
   readonly #deadline: number;
   /** This call's identity in the gate's queue, made when it first waits. */
@@ -108,7 +109,6 @@ class Acquisition {
     this.#maxAttempts = maxAttempts;
     this.#signal = signal;
     this.#operations = operations;
-    this.#gate = gateIndex(request.keys, engine.nodes.length);
     this.#hotKey = request.keys.join("\n");
     const now = this.#o.clock.now();
     this.#deadline = this.#o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : now + this.#o.acquireTimeoutMs;
@@ -166,6 +166,11 @@ class Acquisition {
   }
 
   /** Poll the gate until it is our turn, then take the lock. */
+  get #gate(): number {
+    this.#gateIndex ??= gateIndex(this.#request.keys, this.#engine.nodes.length);
+    return this.#gateIndex;
+  }
+
   get #waiter(): string {
     this.#waiterId ??= randomToken();
     return this.#waiterId;
@@ -283,8 +288,10 @@ class Acquisition {
     this.#polls = 0;
     this.#reports.push(result.report);
     // A gate that timed out on a poll but answers in a fan-out is back: wait in line again.
-    const gateOutcome = result.report.nodes[this.#gate]?.outcome;
-    if (this.#gateDown && (gateOutcome === "held" || gateOutcome === "acquired")) this.#gateDown = false;
+    if (this.#gateDown) {
+      const gateOutcome = result.report.nodes[this.#gate]?.outcome;
+      if (gateOutcome === "held" || gateOutcome === "acquired") this.#gateDown = false;
+    }
     // Granted without the gate's take (a quorum of the others): step out of line at once, or
     // those behind us would wait for our lease to run out.
     if (result.lock) this.#leave();

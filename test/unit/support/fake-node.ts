@@ -42,7 +42,8 @@ export type Behaviour =
   /** Rejects the token. */
   | { kind: "unauthorized" };
 
-const scripts = [
+/** Every Lua script of the library (and the fenced-write guard): what the fake nodes understand. */
+export const libraryScripts = [
   acquireAllScript,
   extendScript,
   releaseScript,
@@ -79,7 +80,7 @@ export class FakeNode implements RedisNode {
   readonly hashes = new Map<string, Map<string, string>>();
   readonly log: RedisArgument[][] = [];
   /** Scripts the node has cached (EVALSHA works only for these). */
-  readonly scriptCache = new Set<string>(scripts.map((s) => s.sha1));
+  readonly scriptCache = new Set<string>(libraryScripts.map((s) => s.sha1));
   behaviour: Behaviour = { kind: "ok" };
   /**
    * Per message, when set and the behaviour is `ok`: the request is applied after `requestMs`
@@ -224,7 +225,7 @@ export class FakeNode implements RedisNode {
       case "EVALSHA":
       case "EVAL": {
         const [ref, count, ...tail] = rest as [string, string, ...string[]];
-        const script = scripts.find((s) => (name.toUpperCase() === "EVAL" ? s.source === ref : s.sha1 === ref));
+        const script = libraryScripts.find((s) => (name.toUpperCase() === "EVAL" ? s.source === ref : s.sha1 === ref));
         if (!script) throw new NodeError(this.id, "unknown script", { redisError: "ERR unknown script" });
         if (name.toUpperCase() === "EVALSHA" && !this.scriptCache.has(script.sha1)) {
           throw new NodeError(this.id, "NOSCRIPT", {
