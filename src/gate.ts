@@ -29,6 +29,10 @@ export interface GateAnswer {
   readonly holdMs: number;
   /** This waiter's ticket (its place is kept when a take fails elsewhere). */
   readonly ticket: number;
+  /** Average deviation of a hold from `holdMs`, in ms. */
+  readonly holdDeviationMs: number;
+  /** Average interval between two releases with waiters in line, in ms (0 while unknown): the line's pace. */
+  readonly cycleMs: number;
 }
 
 /** Poll modes: take the keys when it is our turn, only queue up, or leave the queue. */
@@ -83,8 +87,8 @@ export async function pollGate(
     ],
     context,
   );
-  if (Array.isArray(reply) && reply.length === 6 && reply.every((v) => typeof v === "number" && Number.isInteger(v))) {
-    const [taken, rank, pttlMs, freeInMs, holdMs, ticket] = reply as number[];
+  if (Array.isArray(reply) && reply.length === 8 && reply.every((v) => typeof v === "number" && Number.isInteger(v))) {
+    const [taken, rank, pttlMs, freeInMs, holdMs, ticket, holdDeviationMs, cycleMs] = reply as number[];
     if ((taken === 0 || taken === 1) && (rank as number) >= -1) {
       return {
         taken: taken === 1,
@@ -94,6 +98,8 @@ export async function pollGate(
         releasedAgoMs: taken === 1 ? (freeInMs as number) : -1,
         holdMs: Math.max(0, holdMs as number),
         ticket: ticket as number,
+        holdDeviationMs: Math.max(0, holdDeviationMs as number),
+        cycleMs: Math.max(0, cycleMs as number),
       };
     }
   }

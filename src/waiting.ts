@@ -21,10 +21,16 @@
  */
 import { fullJitterDelay } from "./backoff.js";
 import type { Engine } from "./engine.js";
-import { AbortedError, AcquireTimeoutError, ConfigurationError, InvalidArgumentError } from "./errors.js";
+import {
+  AbortedError,
+  AcquireTimeoutError,
+  ConfigurationError,
+  InvalidArgumentError,
+  LockHeldError,
+} from "./errors.js";
 import type { TaskContext } from "./fanout.js";
 import { type GateAnswer, type GateMode, gateIndex, pollGate } from "./gate.js";
-import type { Lock, LockOperations } from "./lock.js";
+import { Lock, type LockOperations } from "./lock.js";
 import {
   type AcquireRequest,
   type AttemptResult,
@@ -44,8 +50,13 @@ import { randomToken } from "./token.js";
 /** Shortest and longest pause between two polls of the gate, in ms. */
 const MIN_POLL_MS = 5;
 const MAX_POLL_MS = 100;
-/** Longest pause between polls of the first in line when the gate cannot predict the release, in ms. */
-const MAX_UNPREDICTED_POLL_MS = 250;
+/**
+ * Longest pause between polls of the first in line when the gate cannot predict the release (no
+ * hold recorded yet: until the first release through the gate), in ms.
+ */
+const MAX_UNPREDICTED_POLL_MS = 100;
+/** Waiters further back than this many turns wake early, as estimates of many turns add up errors. */
+const FAR_BACK = 6;
 /** Longest sleep of a waiter far back in line before it polls again, in ms. */
 const MAX_SLEEP_MS = 2000;
 
@@ -88,6 +99,8 @@ class Acquisition {
   /** Waiting without progress (no step forward in line) ends after this clock reading. */
   #patienceUntil: number;
   #lastRank = Number.POSITIVE_INFINITY;
+  /** The patience ran out during a sleep and the waiter has polled once since (see `#pause`). */
+  #lookedPastPatience = false;
   #unpredictedPolls = 0;
   /** Whether the gate's line holds an entry of ours (to leave when we are done another way). */
   #inLine = false;
@@ -224,10 +237,23 @@ class Acquisition {
       const predicted = answer.holdMs > 0 && answer.pttlMs !== -2;
       if (answer.rank === 0 && predicted && answer.freeInMs > 0 && answer.freeInMs <= MAX_SLEEP_MS) {
         // First in line, and the gate expects the lock to free up: be there when it does, with a
-        // fan-out to every node that takes the gate node in the same round trip.
-        await this.#pause(Math.max(0, answer.freeInMs - this.#rtt / 2));
-        const lock = await this.#speculativeTake();
-        if (lock) return lock;
+        // fan-out to every node that takes the gate node in the same round trip. A request sent
+        // `freeIn` after the poll was sent reaches the gate `freeIn` after the poll did, whatever
+        // the split of the round trip between the two ways; a margin of twice the holds' average
+        // deviation makes landing before the release (a wasted fan-out) the exception.
+        const aim = sentAt + answer.freeInMs + this.#margin(answer);
+        await this.#pause(Math.max(0, aim - this.#o.clock.now()));
+        const early = await this.#speculativeTake();
+        if (early === undefined) {
+          nextPollMs = interval;
+          continue;
+        }
+        if (early instanceof Lock) return early;
+        // We came too early: the holder is past its usual hold, and its release is most likely on
+        // the way by the time our answer is back. One more take at once costs the same requests as
+        // a poll and the fan-out after it, a round trip sooner; after that, polls.
+        const again = await this.#speculativeTake();
+        if (again instanceof Lock) return again;
         nextPollMs = interval;
         continue;
       }
@@ -235,25 +261,41 @@ class Acquisition {
     }
   }
 
-  /** A fan-out in which the gate node gets a take-mode poll instead of `SET NX`. */
-  async #speculativeTake(): Promise<Lock | undefined> {
+  /**
+   * A fan-out in which the gate node gets a take-mode poll instead of `SET NX`. Returns the lock,
+   * or the gate's answer when it came too early (first in line, the lock still held past its
+   * predicted release), or nothing.
+   */
+  async #speculativeTake(): Promise<Lock | GateAnswer | undefined> {
     const token = randomToken();
     let answer: GateAnswer | undefined;
+    // The others' answers may come back before the gate's: a node that says "held" waits for it
+    // to learn whether the release is on its way (see `GateRole.gateTaken`).
+    let gateAnswered: (taken: boolean) => void = () => {};
+    const gateTaken = new Promise<boolean>((resolve) => {
+      gateAnswered = resolve;
+    });
     const result = await this.#fanOut({
       index: this.#gate,
       token,
       placeholderMs: this.#placeholderMs,
-      gateTaken: () => answer?.taken === true && answer.releasedAgoMs >= 0,
+      gateTaken: () => gateTaken,
       ...this.#retryHeld(this.#holdMs),
       task: async (context: TaskContext): Promise<NodeOutcomeKind> => {
-        answer = await this.#pollOn(context, "take", token, this.#leaseFor(this.#pollInterval(0)));
-        return answer.taken ? "acquired" : "held";
+        try {
+          answer = await this.#pollOn(context, "take", token, this.#leaseFor(this.#pollInterval(0)));
+          return answer.taken ? "acquired" : "held";
+        } finally {
+          gateAnswered(answer?.taken === true && answer.releasedAgoMs >= 0);
+        }
       },
     });
     if (result.lock) return result.lock;
     this.#checkAfterAttempt(result.report);
-    if (answer) this.#noteProgress(answer.rank);
-    if (answer?.taken) this.#growPlaceholder(result.report, token);
+    if (answer === undefined) return undefined;
+    this.#noteProgress(answer.rank);
+    if (answer.taken) this.#growPlaceholder(result.report, token);
+    else if (answer.rank === 0 && answer.pttlMs !== -2 && answer.freeInMs <= this.#rtt) return answer;
     return undefined;
   }
 
@@ -354,11 +396,26 @@ class Acquisition {
       this.#unpredictedPolls = Math.min(this.#unpredictedPolls + 1, 16);
       return wait;
     }
-    // A turn lasts a hold plus the handoff (about two round trips). Wake up about when we should
-    // be first in line, to learn the exact moment from the gate; erring early costs a poll.
-    const turnMs = answer.holdMs > 0 ? answer.holdMs + 2 * this.#rtt : Math.max(4 * this.#rtt, 50);
-    const turn = answer.freeInMs + (answer.rank - 1) * turnMs - this.#rtt;
-    return Math.min(Math.max(turn, interval), MAX_SLEEP_MS);
+    if (answer.holdMs === 0) {
+      // No hold recorded yet: the first release through the gate will tell. Until then, look
+      // again soon, whatever our place: a sleep planned on a guess would outlast many turns.
+      return Math.min(Math.max(answer.rank * MIN_POLL_MS * 4, interval), MAX_UNPREDICTED_POLL_MS);
+    }
+    // Wake up once the waiter ahead of us should have taken the lock, so that one poll finds us
+    // first in line with most of the hold still ahead to plan our take: a third of the way into
+    // the window from that take to a round trip before its release. A turn is a hold plus the
+    // margin of a take, or the line's measured pace when faster (never slower: a line that waits
+    // for late wakers would then teach them to wake later still). An early wake costs a
+    // poll, a late one a round trip of the handoff. Measured from the answer's arrival: the next
+    // poll lands a round trip after it is sent.
+    const margin = this.#margin(answer);
+    const turnMs = Math.min(answer.holdMs + margin, answer.cycleMs || Number.POSITIVE_INFINITY);
+    const settle = margin + Math.max(MIN_POLL_MS, (answer.holdMs - this.#rtt - margin) / 3);
+    const ahead = answer.rank - 1;
+    // Far back, the errors of many turns add up: look again a turn early and a little more.
+    const early = ahead > FAR_BACK ? turnMs * (1 + ahead / 32) : 0;
+    const wake = answer.freeInMs + ahead * turnMs - early + settle - this.#rtt;
+    return Math.min(Math.max(wake, interval), MAX_SLEEP_MS);
   }
 
   /**
@@ -373,6 +430,15 @@ class Acquisition {
       this.#request.ttlMs - driftMs(this.#request.ttlMs, o.driftFactor) - o.minValidityMs - 2 * o.requestTimeoutMs;
     // A release reaches the nodes within about a round trip of each other.
     return { retryHeldMs: Math.max(0, Math.min(budget, 2 * this.#rtt + every, 100)), retryHeldEveryMs: every };
+  }
+
+  /**
+   * How long after the predicted release a take should land: twice the holds' average deviation,
+   * and at least the shortest poll pause, for timers fire late and clients share a CPU (landing
+   * before the release wastes a fan-out and a round trip), but at most half a round trip.
+   */
+  #margin(answer: GateAnswer): number {
+    return Math.min(Math.max(2 * answer.holdDeviationMs, MIN_POLL_MS), this.#rtt / 2);
   }
 
   /** Pause between two polls of the first in line: a fraction of the hold cycle. */
@@ -406,7 +472,10 @@ class Acquisition {
   }
 
   #noteProgress(rank: number): void {
-    if (rank < this.#lastRank) this.#patienceUntil = this.#o.clock.now() + this.#patience();
+    if (rank < this.#lastRank) {
+      this.#patienceUntil = this.#o.clock.now() + this.#patience();
+      this.#lookedPastPatience = false;
+    }
     this.#lastRank = rank;
   }
 
@@ -434,17 +503,32 @@ class Acquisition {
     }
   }
 
-  /** Sleep `ms`, within the acquire deadline, the patience for waiting, and the caller's signal. */
+  /**
+   * Sleep `ms`, within the acquire deadline, the patience for waiting, and the caller's signal.
+   * Past the deadline: `AcquireTimeoutError`. Past the patience, the waiter looks once more (its
+   * sleep may have outlasted the patience while the line moved on) and gives up at the next pause
+   * unless that poll found it further ahead.
+   */
   async #pause(ms: number): Promise<void> {
-    const limit = Math.min(this.#deadline, this.#acquireTimeoutSet() ? Number.POSITIVE_INFINITY : this.#patienceUntil);
+    const patient = !this.#acquireTimeoutSet();
+    if (patient && this.#lookedPastPatience && this.#o.clock.now() >= this.#patienceUntil) this.#giveUp();
+    const limit = Math.min(this.#deadline, patient ? this.#patienceUntil : Number.POSITIVE_INFINITY);
     const now = this.#o.clock.now();
-    // Sleep up to the limit (the holder may let go early), then give up if it has passed.
     if (ms > 0 && now < limit) await this.#sleep(Math.min(ms, limit - now));
-    if (this.#o.clock.now() >= limit) {
+    if (this.#o.clock.now() >= this.#deadline) {
       this.#leave();
-      if (!this.#acquireTimeoutSet()) throw failureError(this.#request.resources, this.#reports, this.#o.quorum);
       this.#timeOut();
     }
+    if (patient && this.#o.clock.now() >= this.#patienceUntil) this.#lookedPastPatience = true;
+  }
+
+  #giveUp(): never {
+    this.#leave();
+    const { resources } = this.#request;
+    // A client that queued up at once (the key was hot) may give up before any fan-out.
+    if (this.#reports.length === 0)
+      throw new LockHeldError(`${resources.join(", ")} is held elsewhere: waited in line without moving ahead`, []);
+    throw failureError(resources, this.#reports, this.#o.quorum);
   }
 
   #timeOut(): never {

@@ -55,7 +55,7 @@ export interface GateRole {
    * (nothing was written), so this is not a transport retry; validity still counts from the
    * attempt's first send.
    */
-  readonly gateTaken: () => boolean;
+  readonly gateTaken: () => boolean | Promise<boolean>;
   readonly retryHeldMs: number;
   readonly retryHeldEveryMs: number;
 }
@@ -132,7 +132,8 @@ async function acquireBehindGate(
   const until = options.clock.now() + gate.retryHeldMs;
   for (;;) {
     const outcome = await acquireOnNode(engine.node(index), keys, token, ttlMs, context);
-    if (outcome !== "held" || !gate.gateTaken() || options.clock.now() + gate.retryHeldEveryMs > until) return outcome;
+    if (outcome !== "held" || !(await gate.gateTaken()) || options.clock.now() + gate.retryHeldEveryMs > until)
+      return outcome;
     await sleep(gate.retryHeldEveryMs, context.signal);
   }
 }

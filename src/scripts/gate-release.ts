@@ -11,7 +11,12 @@ import type { Script } from "./script.js";
  * ARGV[2]: n. ARGV[3]: the TTL the keys were last set with (acquired or extended). Returns
  * `{deleted, waiting}`: how many keys were deleted, and how many waiters hold a lease. A release
  * that deleted our keys records how long the hold lasted (the TTL less the key's PTTL: an average
- * over releases), from which the gate predicts the next release, whoever took the lock and how.
+ * over releases that follows shorter holds faster than longer ones, for a waiter that plans by an
+ * average too long arrives late where one too short only wastes a fan-out, and the average
+ * deviation from it), from which the gate predicts the next
+ * release, whoever took the lock and how; and, when waiters were in line at the previous release
+ * too, the interval between the two: the line's pace, from which waiters far back in line know
+ * when to look again.
  */
 export const gateReleaseScript: Script = Object.freeze({
   name: "gate-release",
@@ -30,14 +35,35 @@ local stats = KEYS[n + 3]
 if deleted > 0 and left > 0 and left <= ttl then
   local held = ttl - left
   local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
+  local dev = tonumber(redis.call("HGET", stats, "dev") or "0")
   if hold == 0 then
     hold = held
   else
-    hold = math.floor((3 * hold + held) / 4)
+    dev = math.floor((3 * dev + math.abs(held - hold)) / 4)
+    if held < hold then
+      hold = math.floor((hold + held) / 2)
+    else
+      hold = math.floor((3 * hold + held) / 4)
+    end
   end
-  redis.call("HSET", stats, "hold", hold, "ttl", ttl, "released", now)
+  local waiting = redis.call("ZCOUNT", KEYS[n + 2], now, "+inf")
+  local cycle = tonumber(redis.call("HGET", stats, "cycle") or "0")
+  local contended = tonumber(redis.call("HGET", stats, "contended") or "0")
+  if contended > 0 and now > contended then
+    if cycle == 0 then
+      cycle = now - contended
+    else
+      cycle = math.floor((3 * cycle + now - contended) / 4)
+    end
+  end
+  if waiting == 0 then
+    contended = 0
+  else
+    contended = now
+  end
+  redis.call("HSET", stats, "hold", hold, "dev", dev, "ttl", ttl, "released", now, "cycle", cycle, "contended", contended)
   redis.call("PEXPIRE", stats, 600000)
 end
 return {deleted, redis.call("ZCOUNT", KEYS[n + 2], now, "+inf")}`,
-  sha1: "ec2f72473ffaeede7a8e0c3b0fbf9c0107bb8ed9",
+  sha1: "111f7cf7ba5f2887a319f161e41a5b6f173fe1a7",
 });

@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { gateIndex } from "../../src/gate.js";
-import { Redlock } from "../../src/index.js";
+import { LockHeldError, Redlock, type RedlockOptions } from "../../src/index.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
 
 beforeEach(() => {
@@ -16,15 +16,22 @@ afterEach(() => {
 });
 
 /** C clients looping acquire → hold → release on one key, for `windowMs` of fake time. */
-async function hotKey(clients: number, windowMs: number, nodes: FakeNode[]) {
+async function hotKey(
+  clients: number,
+  windowMs: number,
+  nodes: FakeNode[],
+  options: Partial<RedlockOptions> = {},
+  holdMs = 30,
+) {
   const grants = new Array<number>(clients).fill(0);
   const holds: { client: number; start: number; end: number }[] = [];
   let holder: number | undefined;
   let overlaps = 0;
   let failures = 0;
   const end = Date.now() + windowMs;
+  const errors: unknown[] = [];
   const loops = Array.from({ length: clients }, async (_, client) => {
-    const redlock = new Redlock({ nodes, clock: fakeClock });
+    const redlock = new Redlock({ ...options, nodes, clock: fakeClock });
     while (Date.now() < end) {
       try {
         const lock = await redlock.acquire("hot", 2000);
@@ -34,13 +41,14 @@ async function hotKey(clients: number, windowMs: number, nodes: FakeNode[]) {
         // The nodes themselves agree: a quorum holds this grant's token.
         const holding = nodes.filter((n) => n.get("hot") === lock.token).length;
         if (holding < lock.options.quorum) overlaps++;
-        await new Promise((r) => setTimeout(r, 30));
+        await new Promise((r) => setTimeout(r, holdMs));
         holder = undefined;
         holds.push({ client, start, end: Date.now() });
         grants[client] = (grants[client] ?? 0) + 1;
         await lock.release();
-      } catch {
+      } catch (error) {
         failures++;
+        errors.push(error);
       }
     }
   });
@@ -54,7 +62,7 @@ async function hotKey(clients: number, windowMs: number, nodes: FakeNode[]) {
   // How often the client that just released took the lock again.
   let repeats = 0;
   for (let i = 1; i < holds.length; i++) if (holds[i]?.client === holds[i - 1]?.client) repeats++;
-  return { grants, total, jain, overlaps, failures, repeatShare: repeats / Math.max(1, holds.length - 1) };
+  return { grants, total, jain, overlaps, failures, errors, repeatShare: repeats / Math.max(1, holds.length - 1) };
 }
 
 describe("a hot key with default options", () => {
@@ -102,5 +110,38 @@ describe("a hot key with default options", () => {
     const results = await all;
     expect(results.filter((r) => r.status === "rejected")).toEqual([]);
     expect(grants.every((g) => g === 1)).toBe(true);
+  });
+
+  it("a waiter far back in a moving line does not give up, though its sleep outlasts its patience", async () => {
+    // Patience without progress: 9 backoff ceilings of 100 ms. A waiter 31st in line sleeps
+    // longer than that between polls; it must look again before giving up.
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 2, jitterMs: 2 };
+    const result = await hotKey(32, 6_000, nodes, { maxAttempts: 10, retryBaseDelayMs: 100, retryMaxDelayMs: 100 }, 60);
+    expect(result.errors).toEqual([]);
+    expect(result.overlaps).toBe(0);
+  });
+});
+
+describe("giving up in line", () => {
+  it("a client that went straight to the line gets a LockHeldError when the holder never lets go", async () => {
+    const nodes = fakeNodes(5);
+    const redlock = new Redlock({ nodes, clock: fakeClock, maxAttempts: 3, retryBaseDelayMs: 50, retryMaxDelayMs: 50 });
+    for (const n of nodes) n.occupy("stuck");
+    const outcomes: unknown[] = [];
+    // The first call waits in line and marks the key hot; the second queues up at once.
+    for (let i = 0; i < 2; i++) {
+      const attempt = redlock.acquire("stuck", 1000).then(
+        () => "acquired",
+        (error: unknown) => error,
+      );
+      let settled = false;
+      void attempt.then(() => {
+        settled = true;
+      });
+      for (let t = 0; !settled && t < 30_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+      outcomes.push(await attempt);
+    }
+    for (const outcome of outcomes) expect(outcome).toBeInstanceOf(LockHeldError);
   });
 });

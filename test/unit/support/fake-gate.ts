@@ -21,6 +21,9 @@ interface GateState {
   hold: number;
   ttl: number;
   released: number;
+  dev: number;
+  cycle: number;
+  contended: number;
 }
 
 const states = new WeakMap<GateStore, Map<string, GateState>>();
@@ -33,7 +36,17 @@ function stateOf(store: GateStore, queueKey: string): GateState {
   }
   let state = byKey.get(queueKey);
   if (!state) {
-    state = { queue: new Map(), leases: new Map(), seq: 0, hold: 0, ttl: 0, released: 0 };
+    state = {
+      queue: new Map(),
+      leases: new Map(),
+      seq: 0,
+      hold: 0,
+      ttl: 0,
+      released: 0,
+      dev: 0,
+      cycle: 0,
+      contended: 0,
+    };
     byKey.set(queueKey, state);
   }
   return state;
@@ -72,7 +85,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.queue.delete(waiter);
     state.leases.delete(waiter);
     for (const key of lockKeys) if (store.get(key) === token) store.del(key);
-    return [0, -1, -2, 0, 0, 0];
+    return [0, -1, -2, 0, 0, 0, 0, 0];
   }
   let pttl = -2;
   for (const key of lockKeys) {
@@ -93,7 +106,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.leases.delete(waiter);
     const ago = state.released > 0 ? now - state.released : -1;
     state.released = 0;
-    return [1, 0, -2, ago, state.hold, ticket];
+    return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle];
   }
   state.leases.set(waiter, now + Number(lease));
   let freeIn = 0;
@@ -104,7 +117,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
       if (pttl === -1 || predicted < pttl) freeIn = predicted;
     }
   }
-  return [0, rank, pttl, freeIn, state.hold, ticket];
+  return [0, rank, pttl, freeIn, state.hold, ticket, state.dev, state.cycle];
 }
 
 export function runGateRelease(store: GateStore, keys: string[], argv: string[]): RedisReply {
@@ -115,13 +128,22 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
   for (const key of keys.slice(0, n)) if (store.get(key) === argv[0]) deleted += store.del(key);
   const state = stateOf(store, keys[n] as string);
   const now = store.now();
+  let waiting = 0;
+  for (const lease of state.leases.values()) if (lease >= now) waiting++;
   if (deleted > 0 && left > 0 && left <= ttl) {
     const held = ttl - left;
-    state.hold = state.hold === 0 ? held : Math.floor((3 * state.hold + held) / 4);
+    if (state.hold === 0) state.hold = held;
+    else {
+      state.dev = Math.floor((3 * state.dev + Math.abs(held - state.hold)) / 4);
+      state.hold = held < state.hold ? Math.floor((state.hold + held) / 2) : Math.floor((3 * state.hold + held) / 4);
+    }
+    if (state.contended > 0 && now > state.contended) {
+      const interval = now - state.contended;
+      state.cycle = state.cycle === 0 ? interval : Math.floor((3 * state.cycle + interval) / 4);
+    }
+    state.contended = waiting === 0 ? 0 : now;
     state.ttl = ttl;
     state.released = now;
   }
-  let waiting = 0;
-  for (const lease of state.leases.values()) if (lease >= now) waiting++;
   return [deleted, waiting];
 }
