@@ -412,9 +412,13 @@ class Acquisition {
     const turnMs = Math.min(answer.holdMs + margin, answer.cycleMs || Number.POSITIVE_INFINITY);
     const settle = margin + Math.max(MIN_POLL_MS, (answer.holdMs - this.#rtt - margin) / 3);
     const ahead = answer.rank - 1;
-    // Far back, the errors of many turns add up: look again a turn early and a little more.
+    // Far back, the errors of many turns add up: look again a turn early and a little more. While
+    // holds vary a lot (the line is warming up, or the holders' work varies), look again sooner
+    // still, in proportion.
     const early = ahead > FAR_BACK ? turnMs * (1 + ahead / 32) : 0;
-    const wake = answer.freeInMs + ahead * turnMs - early + settle - this.#rtt;
+    const spread = answer.holdDeviationMs / answer.holdMs;
+    const certainty = spread > 0.1 ? Math.max(0.5, 1 - 2 * spread) : 1;
+    const wake = (answer.freeInMs + ahead * turnMs - early) * certainty + settle - this.#rtt;
     return Math.min(Math.max(wake, interval), MAX_SLEEP_MS);
   }
 
@@ -435,10 +439,10 @@ class Acquisition {
   /**
    * How long after the predicted release a take should land: twice the holds' average deviation,
    * and at least the shortest poll pause, for timers fire late and clients share a CPU (landing
-   * before the release wastes a fan-out and a round trip), but at most half a round trip.
+   * before the release wastes a fan-out and a round trip), but at most a quarter of a round trip.
    */
   #margin(answer: GateAnswer): number {
-    return Math.min(Math.max(2 * answer.holdDeviationMs, MIN_POLL_MS), this.#rtt / 2);
+    return Math.min(Math.max(2 * answer.holdDeviationMs, MIN_POLL_MS), this.#rtt / 4);
   }
 
   /** Pause between two polls of the first in line: a fraction of the hold cycle. */

@@ -10,7 +10,8 @@ import type { Script } from "./script.js";
  * KEYS: the lock keys (1..n), then the gate's queue, leases and stats keys. ARGV[1]: token.
  * ARGV[2]: n. ARGV[3]: the TTL the keys were last set with (acquired or extended). Returns
  * `{deleted, waiting}`: how many keys were deleted, and how many waiters hold a lease. A release
- * that deleted our keys records how long the hold lasted (the TTL less the key's PTTL: an average
+ * that deleted our keys notes the time, and when the hold began with a take at the gate (not a
+ * plain fan-out, whose start may lie anywhere in a burst of contenders) records how long it lasted (the TTL less the key's PTTL: an average
  * over releases that follows shorter holds faster than longer ones, for a waiter that plans by an
  * average too long arrives late where one too short only wastes a fan-out, and the average
  * deviation from it), from which the gate predicts the next
@@ -32,7 +33,7 @@ end
 local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local stats = KEYS[n + 3]
-if deleted > 0 and left > 0 and left <= ttl then
+if deleted > 0 and left > 0 and left <= ttl and redis.call("HGET", stats, "taker") == ARGV[1] then
   local held = ttl - left
   local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
   local dev = tonumber(redis.call("HGET", stats, "dev") or "0")
@@ -61,9 +62,12 @@ if deleted > 0 and left > 0 and left <= ttl then
   else
     contended = now
   end
-  redis.call("HSET", stats, "hold", hold, "dev", dev, "ttl", ttl, "released", now, "cycle", cycle, "contended", contended)
+  redis.call("HSET", stats, "hold", hold, "dev", dev, "ttl", ttl, "cycle", cycle, "contended", contended)
+end
+if deleted > 0 then
+  redis.call("HSET", stats, "released", now)
   redis.call("PEXPIRE", stats, 600000)
 end
 return {deleted, redis.call("ZCOUNT", KEYS[n + 2], now, "+inf")}`,
-  sha1: "111f7cf7ba5f2887a319f161e41a5b6f173fe1a7",
+  sha1: "2a5ce79eb0246e208665ce9c9a041a577f185ab6",
 });

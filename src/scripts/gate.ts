@@ -89,7 +89,7 @@ if mode == "take" and pttl == -2 and (rank == 0 or late) then
   if released > 0 then
     ago = now - released
   end
-  redis.call("HSET", stats, "released", 0)
+  redis.call("HSET", stats, "released", 0, "taker", ARGV[3])
   redis.call("PEXPIRE", stats, 600000)
   return {1, 0, -2, ago, hold, ticket, dev, cycle}
 end
@@ -114,5 +114,5 @@ if pttl ~= -2 then
   end
 end
 return {0, rank, pttl, freeIn, hold, ticket, dev, cycle}`,
-  sha1: "f1bb939ea033ef25ef5da6fcd34fd719a484aed6",
+  sha1: "0eef54611fd7c723981c9219a12c8850b3d39eb1",
 });

@@ -24,6 +24,7 @@ interface GateState {
   dev: number;
   cycle: number;
   contended: number;
+  taker: string;
 }
 
 const states = new WeakMap<GateStore, Map<string, GateState>>();
@@ -106,6 +107,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.leases.delete(waiter);
     const ago = state.released > 0 ? now - state.released : -1;
     state.released = 0;
+    state.taker = token;
     return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle];
   }
   state.leases.set(waiter, now + Number(lease));
@@ -130,7 +132,7 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
   const now = store.now();
   let waiting = 0;
   for (const lease of state.leases.values()) if (lease >= now) waiting++;
-  if (deleted > 0 && left > 0 && left <= ttl) {
+  if (deleted > 0 && left > 0 && left <= ttl && state.taker === argv[0]) {
     const held = ttl - left;
     if (state.hold === 0) state.hold = held;
     else {
@@ -143,7 +145,7 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
     }
     state.contended = waiting === 0 ? 0 : now;
     state.ttl = ttl;
-    state.released = now;
   }
+  if (deleted > 0) state.released = now;
   return [deleted, waiting];
 }
