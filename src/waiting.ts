@@ -47,6 +47,8 @@ import type { AttemptReport, NodeOutcomeKind } from "./report.js";
 import { sleep } from "./signals.js";
 import { randomToken } from "./token.js";
 
+/** Shortest margin between a predicted release and the take aimed at it, in ms (timers fire late, by about this much). */
+const MIN_MARGIN_MS = 2;
 /** Shortest and longest pause between two polls of the gate, in ms. */
 const MIN_POLL_MS = 5;
 const MAX_POLL_MS = 100;
@@ -437,12 +439,12 @@ class Acquisition {
   }
 
   /**
-   * How long after the predicted release a take should land: twice the holds' average deviation,
-   * and at least the shortest poll pause, for timers fire late and clients share a CPU (landing
-   * before the release wastes a fan-out and a round trip), but at most a quarter of a round trip.
+   * How long after the predicted release a take should land: twice the holds' average deviation
+   * (landing before the release wastes a fan-out and a round trip), but at most a quarter of a
+   * round trip.
    */
   #margin(answer: GateAnswer): number {
-    return Math.min(Math.max(2 * answer.holdDeviationMs, MIN_POLL_MS), this.#rtt / 4);
+    return Math.min(Math.max(2 * answer.holdDeviationMs, MIN_MARGIN_MS), this.#rtt / 4);
   }
 
   /** Pause between two polls of the first in line: a fraction of the hold cycle. */
