@@ -419,7 +419,7 @@ class Acquisition {
     // still, in proportion.
     const early = ahead > FAR_BACK ? turnMs * (1 + ahead / 32) : 0;
     const spread = answer.holdDeviationMs / answer.holdMs;
-    const certainty = spread > 0.1 ? Math.max(0.5, 1 - 2 * spread) : 1;
+    const certainty = spread > 0.2 ? Math.max(0.5, 1.2 - spread) : 1;
     const wake = (answer.freeInMs + ahead * turnMs - early) * certainty + settle - this.#rtt;
     return Math.min(Math.max(wake, interval), MAX_SLEEP_MS);
   }
