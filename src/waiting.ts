@@ -8,9 +8,9 @@
  *   released goes to the back of the line when it comes again);
  * - only the first in line tries to take the lock, so waiters that start together never split the
  *   votes among themselves;
- * - the gate records how long holds last, so the first in line sleeps until the lock is about to
- *   free up and then fans out to every node at once (its take of the gate node rides in the same
- *   round trip); the others sleep in proportion to their place in line;
+ * - the gate records how long holds last, so the first in line aims a fan-out to every node to
+ *   land just after the predicted release (its take of the gate node rides in the same round
+ *   trip); the others sleep until the waiter ahead of them should have taken the lock;
  * - a poll that finds the lock free takes the gate node at once, and the other nodes follow.
  *
  * Safety never depends on the gate: every grant is a quorum of `SET NX` with enough validity,

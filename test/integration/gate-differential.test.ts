@@ -84,3 +84,44 @@ describe("gate scripts: Lua and model agree", () => {
     }
   });
 });
+
+describe("gate scripts: what the gate learns", () => {
+  it("learns a hold only from a holder that took the lock at the gate, on real Redis and in the model", async () => {
+    const node = restNode(nodes[0] as { url: string; token: string });
+    const model = modelStore();
+    const key = uniqueKey("gate-learn");
+    const keys = [key, ...gateKeys([key])];
+    const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
+    const wait = (waiter: string) =>
+      ({ waiter, mode: "wait", token: "-", ttlMs: 5000, leaseMs: 5000, ticket: 0 }) as const;
+    const modelPoll = (waiter: string, mode: string, token: string) =>
+      runGate(model, keys, [waiter, mode, token, "5000", "5000", "1", "0"]) as number[];
+
+    // A plain SET NX holder (as a first fan-out sets the gate node): its release teaches nothing.
+    const plain = "p".repeat(40);
+    await node.command(["SET", key, plain, "NX", "PX", 5000], AbortSignal.timeout(5000));
+    model.set(key, plain, 5000);
+    await new Promise((r) => setTimeout(r, 30));
+    await releaseOnGate(node, [key], plain, 5000, context());
+    runGateRelease(model, keys, [plain, "1", "5000"]);
+    expect((await pollGate(node, [key], wait("w0"), context())).holdMs).toBe(0);
+    expect(modelPoll("w0", "wait", "-")[4]).toBe(0);
+    await pollGate(node, [key], { ...wait("w0"), mode: "leave" }, context());
+    modelPoll("w0", "leave", "-");
+
+    // A take at the gate: its release records how long it held.
+    const taken = "t".repeat(40);
+    const started = performance.now();
+    const take = await pollGate(node, [key], { ...wait("w1"), mode: "take", token: taken }, context());
+    expect(take.taken).toBe(true);
+    expect(modelPoll("w1", "take", taken)[0]).toBe(1);
+    await new Promise((r) => setTimeout(r, 40));
+    await releaseOnGate(node, [key], taken, 5000, context());
+    const heldAtMost = performance.now() - started;
+    runGateRelease(model, keys, [taken, "1", "5000"]);
+    const learned = (await pollGate(node, [key], wait("w2"), context())).holdMs;
+    expect(learned).toBeGreaterThanOrEqual(39);
+    expect(learned).toBeLessThanOrEqual(Math.ceil(heldAtMost) + 1);
+    expect(modelPoll("w2", "wait", "-")[4]).toBeGreaterThanOrEqual(39);
+  });
+});
