@@ -285,7 +285,7 @@ class Acquisition {
       ...this.#retryHeld(this.#holdMs),
       task: async (context: TaskContext): Promise<NodeOutcomeKind> => {
         try {
-          answer = await this.#pollOn(context, "take", token, this.#leaseFor(this.#pollInterval(0)));
+          answer = await this.#pollOn(context, "aim", token, this.#leaseFor(this.#pollInterval(0)));
           return answer.taken ? "acquired" : "held";
         } finally {
           gateAnswered(answer?.taken === true && answer.releasedAgoMs >= 0);

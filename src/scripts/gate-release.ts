@@ -11,7 +11,11 @@ import type { Script } from "./script.js";
  * ARGV[2]: n. ARGV[3]: the TTL the keys were last set with (acquired or extended). Returns
  * `{deleted, waiting}`: how many keys were deleted, and how many waiters hold a lease. A release
  * that deleted our keys notes the time, and when the hold began with a take at the gate (not a
- * plain fan-out, whose start may lie anywhere in a burst of contenders) records how long it lasted (the TTL less the key's PTTL: an average
+ * plain fan-out, whose start may lie anywhere in a burst of contenders) records how long it lasted.
+ * A take by a poll is followed by a round trip to the other nodes, a take aimed at the release
+ * shares its round trip with them: holds of the second kind are the ones waiters plan by, so the
+ * first of them replaces what the first kind taught, and after it the first kind teaches only a
+ * hold longer than the average (a holder that outlasts predictions must still move them) (the TTL less the key's PTTL: an average
  * over releases that follows shorter holds faster than longer ones, for a waiter that plans by an
  * average too long arrives late where one too short only wastes a fan-out, and the average
  * deviation from it), from which the gate predicts the next
@@ -33,12 +37,15 @@ end
 local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local stats = KEYS[n + 3]
-if deleted > 0 and left > 0 and left <= ttl and redis.call("HGET", stats, "taker") == ARGV[1] then
-  local held = ttl - left
-  local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
+local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
+local learnedAimed = redis.call("HGET", stats, "learned") == "aimed"
+local aimed = redis.call("HGET", stats, "aimed") == "1"
+local held = ttl - left
+if deleted > 0 and left > 0 and left <= ttl and redis.call("HGET", stats, "taker") == ARGV[1] and (aimed or not learnedAimed or held > hold) then
   local dev = tonumber(redis.call("HGET", stats, "dev") or "0")
-  if hold == 0 then
+  if hold == 0 or (aimed and not learnedAimed) then
     hold = held
+    dev = 0
   else
     dev = math.floor((3 * dev + math.abs(held - hold)) / 4)
     if held < hold then
@@ -47,6 +54,13 @@ if deleted > 0 and left > 0 and left <= ttl and redis.call("HGET", stats, "taker
       hold = math.floor((3 * hold + held) / 4)
     end
   end
+  local learned = "taken"
+  if aimed or learnedAimed then
+    learned = "aimed"
+  end
+  redis.call("HSET", stats, "hold", hold, "dev", dev, "ttl", ttl, "learned", learned)
+end
+if deleted > 0 then
   local waiting = redis.call("ZCOUNT", KEYS[n + 2], now, "+inf")
   local cycle = tonumber(redis.call("HGET", stats, "cycle") or "0")
   local contended = tonumber(redis.call("HGET", stats, "contended") or "0")
@@ -62,12 +76,9 @@ if deleted > 0 and left > 0 and left <= ttl and redis.call("HGET", stats, "taker
   else
     contended = now
   end
-  redis.call("HSET", stats, "hold", hold, "dev", dev, "ttl", ttl, "cycle", cycle, "contended", contended)
-end
-if deleted > 0 then
-  redis.call("HSET", stats, "released", now)
+  redis.call("HSET", stats, "released", now, "cycle", cycle, "contended", contended)
   redis.call("PEXPIRE", stats, 600000)
 end
 return {deleted, redis.call("ZCOUNT", KEYS[n + 2], now, "+inf")}`,
-  sha1: "2a5ce79eb0246e208665ce9c9a041a577f185ab6",
+  sha1: "2d6ca6a140559cae804c85d57fea166a4e61a29a",
 });

@@ -25,6 +25,8 @@ interface GateState {
   cycle: number;
   contended: number;
   taker: string;
+  aimed: boolean;
+  learnedAimed: boolean;
 }
 
 const states = new WeakMap<GateStore, Map<string, GateState>>();
@@ -101,13 +103,14 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
   }
   const rank = rankOf(state, waiter);
   const late = state.released > 0 && now - state.released > Math.max(20, Math.floor(state.hold / 2));
-  if (mode === "take" && pttl === -2 && (rank === 0 || late)) {
+  if ((mode === "take" || mode === "aim") && pttl === -2 && (rank === 0 || late)) {
     for (const key of lockKeys) store.set(key, token, Number(ttl));
     state.queue.delete(waiter);
     state.leases.delete(waiter);
     const ago = state.released > 0 ? now - state.released : -1;
     state.released = 0;
     state.taker = token;
+    state.aimed = mode === "aim";
     return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle];
   }
   state.leases.set(waiter, now + Number(lease));
@@ -132,20 +135,26 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
   const now = store.now();
   let waiting = 0;
   for (const lease of state.leases.values()) if (lease >= now) waiting++;
-  if (deleted > 0 && left > 0 && left <= ttl && state.taker === argv[0]) {
-    const held = ttl - left;
-    if (state.hold === 0) state.hold = held;
-    else {
+  const held = ttl - left;
+  const teaches = state.aimed || !state.learnedAimed || held > state.hold;
+  if (deleted > 0 && left > 0 && left <= ttl && state.taker === argv[0] && teaches) {
+    if (state.hold === 0 || (state.aimed && !state.learnedAimed)) {
+      state.hold = held;
+      state.dev = 0;
+    } else {
       state.dev = Math.floor((3 * state.dev + Math.abs(held - state.hold)) / 4);
       state.hold = held < state.hold ? Math.floor((state.hold + held) / 2) : Math.floor((3 * state.hold + held) / 4);
     }
+    state.learnedAimed ||= state.aimed;
+    state.ttl = ttl;
+  }
+  if (deleted > 0) {
     if (state.contended > 0 && now > state.contended) {
       const interval = now - state.contended;
       state.cycle = state.cycle === 0 ? interval : Math.floor((3 * state.cycle + interval) / 4);
     }
     state.contended = waiting === 0 ? 0 : now;
-    state.ttl = ttl;
+    state.released = now;
   }
-  if (deleted > 0) state.released = now;
   return [deleted, waiting];
 }
