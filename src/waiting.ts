@@ -264,7 +264,7 @@ class Acquisition {
   }
 
   /**
-   * A fan-out in which the gate node gets a take-mode poll instead of `SET NX`. Returns the lock,
+   * A fan-out in which the gate node gets an aim-mode poll instead of `SET NX`. Returns the lock,
    * or the gate's answer when it came too early (first in line, the lock still held past its
    * predicted release), or nothing.
    */

@@ -49,7 +49,8 @@ export interface GateRole {
    */
   readonly placeholderMs: number;
   /**
-   * Whether the gate is ours (it answered yes). While it is, a node that answers "held" is asked
+   * Whether the gate is ours (it answered yes), or a promise of that when the gate's answer is
+   * still on its way. While it is, a node that answers "held" is asked
    * again every `retryHeldEveryMs`, for up to `retryHeldMs`: the previous holder's release reaches
    * the nodes one by one, and the gate saw it first. Each new `SET NX` follows a definite "held"
    * (nothing was written), so this is not a transport retry; validity still counts from the
