@@ -49,6 +49,9 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       dev: 0,
       cycle: 0,
       contended: 0,
+      taker: "",
+      aimed: false,
+      learnedAimed: false,
     };
     byKey.set(queueKey, state);
   }
