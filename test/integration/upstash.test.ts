@@ -75,14 +75,22 @@ describe("the client's retries do not stretch an acquisition", () => {
 
   it("through upstashNode the same client sends one request per attempt", async () => {
     const redis = [new Redis({ url: dropper.url, token: "t", enableTelemetry: false }), ...clients().slice(0, 2)];
-    const redlock = new Redlock({ nodes: upstashNodes(redis) });
+    // The two good nodes may decide the vote before the drop is seen: node 0's outcome is then
+    // "pending" in the report, and the hook hears the error when it comes.
+    const nodeErrors: string[] = [];
+    const redlock = new Redlock({
+      nodes: upstashNodes(redis),
+      onNodeError: ({ operation, outcome }) => nodeErrors.push(`${operation} ${outcome.node} ${outcome.outcome}`),
+    });
     const before = dropper.connections();
     const started = performance.now();
     const lock = await redlock.acquire(uniqueKey("retry"), 5000);
     const elapsed = performance.now() - started;
-    expect(lock.acquireReport.nodes[0]?.outcome).toBe("error");
+    const dropped = lock.acquireReport.nodes[0];
+    expect(["error", "pending"]).toContain(dropped?.outcome);
     // Wait longer than the client's first backoff steps (50, 136, 369 ms) for any retry to show.
     await new Promise((r) => setTimeout(r, 700));
+    expect(nodeErrors).toContain(`acquire ${dropped?.node} error`);
     expect(dropper.connections() - before).toBe(1);
     expect(elapsed).toBeLessThan(1000);
     await lock.release();
