@@ -33,6 +33,8 @@ export interface GateAnswer {
   readonly holdDeviationMs: number;
   /** Average interval between two releases with waiters in line, in ms (0 while unknown): the line's pace. */
   readonly cycleMs: number;
+  /** How many releases through the gate it has seen: the line moves when this grows. */
+  readonly turns: number;
 }
 
 /**
@@ -90,8 +92,8 @@ export async function pollGate(
     ],
     context,
   );
-  if (Array.isArray(reply) && reply.length === 8 && reply.every((v) => typeof v === "number" && Number.isInteger(v))) {
-    const [taken, rank, pttlMs, freeInMs, holdMs, ticket, holdDeviationMs, cycleMs] = reply as number[];
+  if (Array.isArray(reply) && reply.length === 9 && reply.every((v) => typeof v === "number" && Number.isInteger(v))) {
+    const [taken, rank, pttlMs, freeInMs, holdMs, ticket, holdDeviationMs, cycleMs, turns] = reply as number[];
     if ((taken === 0 || taken === 1) && (rank as number) >= -1) {
       return {
         taken: taken === 1,
@@ -103,6 +105,7 @@ export async function pollGate(
         ticket: ticket as number,
         holdDeviationMs: Math.max(0, holdDeviationMs as number),
         cycleMs: Math.max(0, cycleMs as number),
+        turns: turns as number,
       };
     }
   }

@@ -98,9 +98,10 @@ class Acquisition {
   #rtt = 0;
   #gateDown = false;
   #placeholderMs: number;
-  /** Waiting without progress (no step forward in line) ends after this clock reading. */
+  /** Waiting without progress (no release seen at the gate) ends after this clock reading. */
   #patienceUntil: number;
-  #lastRank = Number.POSITIVE_INFINITY;
+  /** The gate's count of releases at our last poll (-1 before the first). */
+  #lastTurns = -1;
   /** The patience ran out during a sleep and the waiter has polled once since (see `#pause`). */
   #lookedPastPatience = false;
   #unpredictedPolls = 0;
@@ -234,7 +235,7 @@ class Acquisition {
         nextPollMs = this.#pollInterval(answer.holdMs);
         continue;
       }
-      this.#noteProgress(answer.rank);
+      this.#noteProgress(answer);
       const interval = this.#pollInterval(answer.holdMs);
       const predicted = answer.holdMs > 0 && answer.pttlMs !== -2;
       if (answer.rank === 0 && predicted && answer.freeInMs > 0 && answer.freeInMs <= MAX_SLEEP_MS) {
@@ -295,7 +296,7 @@ class Acquisition {
     if (result.lock) return result.lock;
     this.#checkAfterAttempt(result.report);
     if (answer === undefined) return undefined;
-    this.#noteProgress(answer.rank);
+    this.#noteProgress(answer);
     if (answer.taken) this.#growPlaceholder(result.report, token);
     else if (answer.rank === 0 && answer.pttlMs !== -2 && answer.freeInMs <= this.#rtt) return answer;
     return undefined;
@@ -477,12 +478,17 @@ class Acquisition {
     return Math.min(total, MAX_DELAY_MS);
   }
 
-  #noteProgress(rank: number): void {
-    if (rank < this.#lastRank) {
+  /**
+   * The line moved when the gate saw a release since our last poll: patience starts again. A
+   * waiter ahead of us giving up is not progress (behind a holder that never lets go, the whole
+   * line would otherwise wait in a chain), nor is an extension.
+   */
+  #noteProgress(answer: GateAnswer): void {
+    if (this.#lastTurns >= 0 && answer.turns !== this.#lastTurns) {
       this.#patienceUntil = this.#o.clock.now() + this.#patience();
       this.#lookedPastPatience = false;
     }
-    this.#lastRank = rank;
+    this.#lastTurns = answer.turns;
   }
 
   /** Another holder answered somewhere: waiting in line beats another fan-out. */

@@ -15,7 +15,8 @@ import type { Script } from "./script.js";
  * A take by a poll is followed by a round trip to the other nodes, a take aimed at the release
  * shares its round trip with them: holds of the second kind are the ones waiters plan by, so the
  * first of them replaces what the first kind taught, and after it the first kind teaches only a
- * hold longer than the average (a holder that outlasts predictions must still move them) (the TTL less the key's PTTL: an average
+ * hold longer than the average (a holder that outlasts predictions must still move them). Every
+ * release that deleted our keys also counts a turn: waiters see the line move by it (the TTL less the key's PTTL: an average
  * over releases that follows shorter holds faster than longer ones, for a waiter that plans by an
  * average too long arrives late where one too short only wastes a fan-out, and the average
  * deviation from it), from which the gate predicts the next
@@ -77,8 +78,9 @@ if deleted > 0 then
     contended = now
   end
   redis.call("HSET", stats, "released", now, "cycle", cycle, "contended", contended)
+  redis.call("HINCRBY", stats, "turns", 1)
   redis.call("PEXPIRE", stats, 600000)
 end
 return {deleted, redis.call("ZCOUNT", KEYS[n + 2], now, "+inf")}`,
-  sha1: "2d6ca6a140559cae804c85d57fea166a4e61a29a",
+  sha1: "d949d3fb528dd07beeb1d54262bb40ff13eaaa0c",
 });

@@ -27,14 +27,14 @@ import type { Script } from "./script.js";
  * ARGV[6]: n, the number of lock keys. ARGV[7]: the waiter's earlier ticket, or 0 for none (a
  * waiter whose take failed elsewhere keeps its place).
  *
- * Returns `{taken, rank, pttl, freeIn, hold, ticket, dev, cycle}`: `taken` 1 when the keys were set; `rank`
+ * Returns `{taken, rank, pttl, freeIn, hold, ticket, dev, cycle, turns}`: `taken` 1 when the keys were set; `rank`
  * the waiter's place in line (0 first); `pttl` the longest PTTL of the lock keys (-2 when free);
  * `freeIn` the predicted milliseconds until the lock frees up (bounded by `pttl`; `pttl` itself
  * when no hold was recorded yet; after a take, instead, how long ago the previous holder released
  * through the gate, -1 when the keys were free without a recorded release); `hold` the average
  * hold in ms (0 while unknown); `ticket` the waiter's ticket; `dev` the average deviation of a hold
  * from `hold`; `cycle` the average interval between two releases with waiters in line (0 while
- * unknown).
+ * unknown); `turns` how many releases the gate has seen (the line moves when it grows).
  */
 export const gateScript: Script = Object.freeze({
   name: "gate",
@@ -56,7 +56,7 @@ if mode == "leave" then
       redis.call("DEL", KEYS[i])
     end
   end
-  return {0, -1, -2, 0, 0, 0, 0, 0}
+  return {0, -1, -2, 0, 0, 0, 0, 0, 0}
 end
 local pttl = -2
 for i = 1, n do
@@ -70,6 +70,7 @@ local ttl = tonumber(redis.call("HGET", stats, "ttl") or "0")
 local released = tonumber(redis.call("HGET", stats, "released") or "0")
 local dev = tonumber(redis.call("HGET", stats, "dev") or "0")
 local cycle = tonumber(redis.call("HGET", stats, "cycle") or "0")
+local turns = tonumber(redis.call("HGET", stats, "turns") or "0")
 local ticket = tonumber(redis.call("ZSCORE", queue, waiter) or "0")
 if ticket == 0 then
   ticket = tonumber(ARGV[7])
@@ -97,7 +98,7 @@ if (mode == "take" or mode == "aim") and pttl == -2 and (rank == 0 or late) then
   end
   redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "aimed", aimed)
   redis.call("PEXPIRE", stats, 600000)
-  return {1, 0, -2, ago, hold, ticket, dev, cycle}
+  return {1, 0, -2, ago, hold, ticket, dev, cycle, turns}
 end
 redis.call("ZADD", leases, now + tonumber(ARGV[5]), waiter)
 local keep = tonumber(ARGV[5]) + 1000
@@ -119,6 +120,6 @@ if pttl ~= -2 then
     end
   end
 end
-return {0, rank, pttl, freeIn, hold, ticket, dev, cycle}`,
-  sha1: "af89af09f965f53d50b81d74783c721cad12ed26",
+return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns}`,
+  sha1: "f9b992df3c03ae97088c180851a8d15eebdb48aa",
 });

@@ -144,4 +144,32 @@ describe("giving up in line", () => {
     }
     for (const outcome of outcomes) expect(outcome).toBeInstanceOf(LockHeldError);
   });
+
+  it("behind a holder that never lets go, waiters giving up ahead of a waiter do not restart its patience", async () => {
+    // Patience: 9 backoff ceilings of 100 ms. If every departure ahead counted as the line moving,
+    // the 10th waiter would wait about ten times as long.
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.occupy("stuck-line");
+    const options = { nodes, clock: fakeClock, maxAttempts: 10, retryBaseDelayMs: 100, retryMaxDelayMs: 100 };
+    const started = Date.now();
+    const endings: { at: number; error: unknown }[] = [];
+    // They come one by one, 300 ms apart, so each sees the ones ahead of it leave.
+    const waiters = Array.from({ length: 10 }, (_, i) =>
+      new Promise((r) => setTimeout(r, 300 * i)).then(() =>
+        new Redlock(options).acquire("stuck-line", 1000).then(
+          () => endings.push({ at: Date.now(), error: undefined }),
+          (error: unknown) => endings.push({ at: Date.now(), error }),
+        ),
+      ),
+    );
+    let done = false;
+    void Promise.all(waiters).then(() => {
+      done = true;
+    });
+    for (let t = 0; !done && t < 60_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+    expect(endings).toHaveLength(10);
+    for (const { error } of endings) expect(error).toBeInstanceOf(LockHeldError);
+    // The last comes at 2.7 s and has 0.9 s of patience (and a last look).
+    expect(Math.max(...endings.map((e) => e.at)) - started).toBeLessThan(5000);
+  });
 });

@@ -27,6 +27,7 @@ interface GateState {
   taker: string;
   aimed: boolean;
   learnedAimed: boolean;
+  turns: number;
 }
 
 const states = new WeakMap<GateStore, Map<string, GateState>>();
@@ -52,6 +53,7 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       taker: "",
       aimed: false,
       learnedAimed: false,
+      turns: 0,
     };
     byKey.set(queueKey, state);
   }
@@ -91,7 +93,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.queue.delete(waiter);
     state.leases.delete(waiter);
     for (const key of lockKeys) if (store.get(key) === token) store.del(key);
-    return [0, -1, -2, 0, 0, 0, 0, 0];
+    return [0, -1, -2, 0, 0, 0, 0, 0, 0];
   }
   let pttl = -2;
   for (const key of lockKeys) {
@@ -114,7 +116,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.released = 0;
     state.taker = token;
     state.aimed = mode === "aim";
-    return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle];
+    return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle, state.turns];
   }
   state.leases.set(waiter, now + Number(lease));
   let freeIn = 0;
@@ -125,7 +127,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
       if (pttl === -1 || predicted < pttl) freeIn = predicted;
     }
   }
-  return [0, rank, pttl, freeIn, state.hold, ticket, state.dev, state.cycle];
+  return [0, rank, pttl, freeIn, state.hold, ticket, state.dev, state.cycle, state.turns];
 }
 
 export function runGateRelease(store: GateStore, keys: string[], argv: string[]): RedisReply {
@@ -158,6 +160,7 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
     }
     state.contended = waiting === 0 ? 0 : now;
     state.released = now;
+    state.turns++;
   }
   return [deleted, waiting];
 }
