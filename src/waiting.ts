@@ -464,10 +464,11 @@ class Acquisition {
   }
 
   /**
-   * Without `acquireTimeoutMs`, waiting without a step forward in line ends after as long as the
-   * retry settings would have waited between `maxAttempts` attempts: the sum of the backoff's
-   * ceilings, `min(retryMaxDelayMs, retryBaseDelayMs * 2^(k-1))` for k < maxAttempts (11.1 s by
-   * default). Every step forward in line starts it again, so a long line that moves is waited out.
+   * Without `acquireTimeoutMs`, waiting without the line moving (no release seen at the gate) ends
+   * after as long as the retry settings would have waited between `maxAttempts` attempts: the sum
+   * of the backoff's ceilings, `min(retryMaxDelayMs, retryBaseDelayMs * 2^(k-1))` for
+   * k < maxAttempts (11.1 s by default). Every release starts it again, so a long line that moves
+   * is waited out.
    */
   #patience(): number {
     const o = this.#o;
@@ -539,7 +540,10 @@ class Acquisition {
     const { resources } = this.#request;
     // A client that queued up at once (the key was hot) may give up before any fan-out.
     if (this.#reports.length === 0)
-      throw new LockHeldError(`${resources.join(", ")} is held elsewhere: waited in line without moving ahead`, []);
+      throw new LockHeldError(
+        `${resources.join(", ")} is held elsewhere: waited in line and the lock did not change hands`,
+        [],
+      );
     throw failureError(resources, this.#reports, this.#o.quorum);
   }
 
