@@ -267,6 +267,13 @@ describe("extend and release on real nodes", () => {
     const redlock = new Redlock({ nodes, driftFactor: 0 });
     const key = uniqueKey("revive");
     const lock = await redlock.acquire(key, 5000);
+    // The acquisition settles at a quorum; its last SETs may still be on their way. Let them land
+    // first, or one landing after the DEL below would look like a revived key.
+    for (let tries = 0; tries < 200; tries++) {
+      const held = await Promise.all(nodes.map((node) => raw(node, "EXISTS", key)));
+      if (held.every((n) => n === 1)) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
     for (const node of nodes) await raw(node, "DEL", key);
     const error = await lock.extend(5000).catch((e) => e);
     expect(error.code).toBe("EXTEND_FAILED");
