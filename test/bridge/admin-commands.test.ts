@@ -220,6 +220,12 @@ describe("a script that never ends (finding 9)", () => {
     const token = "busy-script-token";
     const bridge = await startBridge({ redisPort: node.redisPort, token, commandTimeoutMs: 1000 });
     try {
+      // The bridge listens before its Redis connection is up, and fails fast (503) until it is:
+      // wait for it, so that the script meets a connected bridge.
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+        if ((await post(bridge.url, token, "/", ["PING"])).status === 200) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
       const stuck = await post(bridge.url, token, "/", ["EVAL", "while true do end", "0"]);
       expect(stuck.status).toBe(504);
       // Redis serves SCRIPT KILL once the script has run for its busy threshold (5 s by default);
