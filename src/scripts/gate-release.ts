@@ -9,20 +9,20 @@ import type { Script } from "./script.js";
 /**
  * KEYS: the lock keys (1..n), then the gate's queue, leases and stats keys. ARGV[1]: token.
  * ARGV[2]: n. ARGV[3]: the TTL the keys were last set with (acquired or extended). Returns
- * `{deleted, waiting}`: how many keys were deleted, and how many waiters hold a lease. A release
- * that deleted our keys notes the time, and when the hold began with a take at the gate (not a
- * plain fan-out, whose start may lie anywhere in a burst of contenders) records how long it lasted.
- * A take by a poll is followed by a round trip to the other nodes, a take aimed at the release
- * shares its round trip with them: holds of the second kind are the ones waiters plan by, so the
- * first of them replaces what the first kind taught, and after it the first kind teaches only a
- * hold longer than the average (a holder that outlasts predictions must still move them). Every
- * release that deleted our keys also counts a turn: waiters see the line move by it (the TTL less the key's PTTL: an average
- * over releases that follows shorter holds faster than longer ones, for a waiter that plans by an
- * average too long arrives late where one too short only wastes a fan-out, and the average
- * deviation from it), from which the gate predicts the next
- * release, whoever took the lock and how; and, when waiters were in line at the previous release
- * too, the interval between the two: the line's pace, from which waiters far back in line know
- * when to look again.
+ * `{deleted, waiting}`: how many keys were deleted, and how many waiters hold a lease.
+ *
+ * A release that deleted our keys notes the time, counts a turn (waiters see the line move by
+ * it), and measures the interval since the previous release with waiters in line (the line's
+ * pace, from which waiters far back know when to look again). When the hold began with a take at
+ * the gate, it also records how long the hold lasted: the TTL less the key's PTTL, averaged over
+ * releases, with the average deviation, from which the gate predicts the next release. A plain
+ * fan-out teaches nothing: its start may lie anywhere in a burst of contenders. A take by a poll
+ * is followed by a round trip to the other nodes, while a take aimed at the release shares its
+ * round trip with them. Holds of the second kind are the ones waiters plan by, so the first of
+ * them replaces what the first kind taught, and after it the first kind teaches only a hold
+ * longer than the average (a holder that outlasts predictions must still move them). The average
+ * follows shorter holds faster than longer ones: a waiter that plans by an average too long
+ * arrives late, where one too short only wastes a fan-out.
  */
 export const gateReleaseScript: Script = Object.freeze({
   name: "gate-release",

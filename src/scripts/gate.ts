@@ -6,10 +6,11 @@
  *
  * State on the gate node, besides the lock keys: a queue (sorted set: ticket → waiter), the
  * waiters' leases (sorted set: lease expiry → waiter; a waiter that stops polling drops out when
- * its lease runs out), and a small hash: the ticket counter, the time of the last release, and an
- * average of how long a hold lasts (recorded by `gate-release.ts` with the TTL in use), from which
- * waiters predict when the lock frees up: the current holder has held it for the TTL less its
- * key's PTTL.
+ * its lease runs out), and a small hash: the ticket counter, the last taker's token and how it
+ * took the lock, and what `gate-release.ts` records (the time of the last release, a count of
+ * releases, the interval between releases under contention, and an average of how long a hold
+ * lasts with its average deviation, with the TTL in use), from which waiters predict when the
+ * lock frees up: the current holder has held it for the TTL less its key's PTTL.
  * The first in line has the lock to itself once it is free; if it has not come for it after half
  * a hold (20 ms at least), whoever polls first takes it, so a waiter that oversleeps stalls no one.
  * @module
@@ -27,8 +28,9 @@ import type { Script } from "./script.js";
  * ARGV[6]: n, the number of lock keys. ARGV[7]: the waiter's earlier ticket, or 0 for none (a
  * waiter whose take failed elsewhere keeps its place).
  *
- * Returns `{taken, rank, pttl, freeIn, hold, ticket, dev, cycle, turns}`: `taken` 1 when the keys were set; `rank`
- * the waiter's place in line (0 first); `pttl` the longest PTTL of the lock keys (-2 when free);
+ * Returns `{taken, rank, pttl, freeIn, hold, ticket, dev, cycle, turns}`: `taken` 1 when the keys
+ * were set; `rank` the waiter's place in line (0 first); `pttl` the longest PTTL of the lock keys
+ * (-2 when free);
  * `freeIn` the predicted milliseconds until the lock frees up (bounded by `pttl`; `pttl` itself
  * when no hold was recorded yet; after a take, instead, how long ago the previous holder released
  * through the gate, -1 when the keys were free without a recorded release); `hold` the average
