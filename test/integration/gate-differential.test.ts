@@ -65,7 +65,7 @@ describe("gate scripts: Lua and model agree", () => {
       }
       const request = { waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0 } as const;
       const real = await pollGate(node, [key], request, context());
-      const [taken, rank, pttl, , , ticket] = runGate(model, keys, [
+      const [taken, rank, pttl, , , ticket, , , turns] = runGate(model, keys, [
         waiter,
         mode,
         token,
@@ -78,6 +78,7 @@ describe("gate scripts: Lua and model agree", () => {
       expect(real.taken, label).toBe(taken === 1);
       expect(real.rank, label).toBe(rank);
       expect(real.ticket, label).toBe(ticket);
+      expect(real.turns, label).toBe(turns);
       // PTTLs are read a few milliseconds apart.
       expect(Math.abs(real.pttlMs - (pttl as number)), label).toBeLessThan(1000);
       expect(real.pttlMs === -2, label).toBe(pttl === -2);
