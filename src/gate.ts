@@ -115,11 +115,25 @@ export async function pollGate(
   );
 }
 
+/** What the gate said to a release. */
+export interface GateRelease {
+  readonly outcome: NodeOutcomeKind;
+  /** Waiters holding a lease, ahead of the place made for us (if one was). */
+  readonly waiting: number;
+  /** The ticket of the place at the back of the line made for us, 0 when none was. */
+  readonly ticket: number;
+  readonly holdMs: number;
+  readonly holdDeviationMs: number;
+  readonly cycleMs: number;
+  readonly turns: number;
+}
+
 /**
  * Release on the gate node (compare-and-DEL) and learn how many waiters are in line. `ttlMs` is
  * the TTL the keys were last set with (0 when unknown): the gate learns from it how long the hold
- * lasted. Throws a
- * {@link NodeError} for an answer of the wrong shape.
+ * lasted. With `requeue`, a client that expects to come back for the lock gets a place at the back
+ * of the line in the same request, when others are waiting. Throws a {@link NodeError} for an
+ * answer of the wrong shape.
  */
 export async function releaseOnGate(
   node: RedisNode,
@@ -127,24 +141,27 @@ export async function releaseOnGate(
   token: string,
   ttlMs: number,
   context: TaskContext,
-): Promise<{ outcome: NodeOutcomeKind; waiting: number }> {
+  requeue?: { waiter: string; leaseMs: number },
+): Promise<GateRelease> {
   const reply = await runScript(
     node,
     gateReleaseScript,
     [...keys, ...gateKeys(keys)],
-    [token, keys.length, ttlMs],
+    [token, keys.length, ttlMs, requeue?.waiter ?? "", Math.ceil(requeue?.leaseMs ?? 0)],
     context,
   );
-  if (Array.isArray(reply) && reply.length === 2) {
-    const [deleted, waiting] = reply;
-    if (
-      typeof deleted === "number" &&
-      deleted >= 0 &&
-      deleted <= keys.length &&
-      typeof waiting === "number" &&
-      waiting >= 0
-    ) {
-      return { outcome: deleted > 0 ? "released" : "not-held", waiting };
+  if (Array.isArray(reply) && reply.length === 7 && reply.every((v) => typeof v === "number" && Number.isInteger(v))) {
+    const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns] = reply as number[];
+    if ((deleted as number) >= 0 && (deleted as number) <= keys.length && (waiting as number) >= 0) {
+      return {
+        outcome: (deleted as number) > 0 ? "released" : "not-held",
+        waiting: waiting as number,
+        ticket: Math.max(0, ticket as number),
+        holdMs: Math.max(0, holdMs as number),
+        holdDeviationMs: Math.max(0, holdDeviationMs as number),
+        cycleMs: Math.max(0, cycleMs as number),
+        turns: turns as number,
+      };
     }
   }
   throw new NodeError(
@@ -153,12 +170,44 @@ export async function releaseOnGate(
   );
 }
 
+/** A place at the back of a line, made by this client's release (see `releaseOnGate`). */
+export interface Place {
+  readonly waiter: string;
+  readonly ticket: number;
+  /** Clock reading at the release. */
+  readonly at: number;
+  /** The gate's answer as of the release: our rank, the lock free, the gate's figures. */
+  readonly answer: GateAnswer;
+  /** The release's round trip to the gate, in ms. */
+  readonly rttMs: number;
+  readonly leaseMs: number;
+}
+
 /**
  * Resource sets this client recently had to wait for, by gate key: the next acquisition of a hot
  * resource queues up at once instead of racing the waiters with a fan-out.
  */
 export class HotResources {
   readonly #until = new Map<string, number>();
+  readonly #places = new Map<string, Promise<Place | undefined>>();
+
+  /**
+   * Keep the place in line that a release is asking for, for this client's next acquisition of
+   * the key. A promise: the release settles at a quorum, maybe before the gate has answered.
+   */
+  keepPlace(key: string, place: Promise<Place | undefined>): void {
+    if (this.#places.size > 1024) this.#places.clear();
+    this.#places.set(key, place);
+  }
+
+  /** The place kept for `key`, once, if its lease still has a poll interval or more to run. */
+  async takePlace(key: string, clock: { now(): number }): Promise<Place | undefined> {
+    const pending = this.#places.get(key);
+    if (pending === undefined) return undefined;
+    this.#places.delete(key);
+    const place = await pending;
+    return place !== undefined && clock.now() < place.at + place.leaseMs - 100 ? place : undefined;
+  }
 
   isHot(key: string, now: number): boolean {
     const until = this.#until.get(key);

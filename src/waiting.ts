@@ -137,7 +137,17 @@ class Acquisition {
       const now = this.#o.clock.now();
       // Queue up at once for a resource this client just waited for; a single attempt never waits.
       if (this.#maxAttempts > 1 && !this.#o.fencing && this.#engine.hot.isHot(this.#hotKey, now)) {
-        return await this.#waitInLine();
+        // Our last release may have kept us a place at the back of the line: sleep as a poll
+        // from there would have told us to, and skip the poll.
+        const place = await this.#engine.hot.takePlace(this.#hotKey, this.#o.clock);
+        if (place === undefined) return await this.#waitInLine();
+        this.#waiterId = place.waiter;
+        this.#ticket = place.ticket;
+        this.#inLine = true;
+        this.#lastTurns = place.answer.turns;
+        this.#rtt = place.rttMs;
+        const elapsed = this.#o.clock.now() - place.at;
+        return await this.#waitInLine(Math.max(0, this.#sleepFor(place.answer) - elapsed));
       }
       const first = await this.#fanOut();
       if (first.lock) return first.lock;
@@ -192,10 +202,10 @@ class Acquisition {
     return this.#waiterId;
   }
 
-  async #waitInLine(): Promise<Lock> {
+  async #waitInLine(firstPollInMs = 0): Promise<Lock> {
     if (this.#patienceUntil === Number.POSITIVE_INFINITY) this.#patienceUntil = this.#o.clock.now() + this.#patience();
     this.#engine.hot.mark(this.#hotKey, this.#o.clock.now(), this.#hotWindow(0));
-    let nextPollMs = 0;
+    let nextPollMs = firstPollInMs;
     for (;;) {
       await this.#pause(nextPollMs);
       const sentAt = this.#o.clock.now();

@@ -8,8 +8,12 @@ import type { Script } from "./script.js";
 
 /**
  * KEYS: the lock keys (1..n), then the gate's queue, leases and stats keys. ARGV[1]: token.
- * ARGV[2]: n. ARGV[3]: the TTL the keys were last set with (acquired or extended). Returns
- * `{deleted, waiting}`: how many keys were deleted, and how many waiters hold a lease.
+ * ARGV[2]: n. ARGV[3]: the TTL the keys were last set with (acquired or extended). ARGV[4]: a
+ * waiter id to put at the back of the line when others are waiting (the releasing client expects
+ * to come back for the lock), or "" for none. ARGV[5]: that entry's lease in ms. Returns
+ * `{deleted, waiting, ticket, hold, dev, cycle, turns}`: how many keys were deleted, how many
+ * waiters hold a lease (ahead of the new entry), the new entry's ticket (0 when none was made),
+ * and the gate's figures as the poll script returns them.
  *
  * A release that deleted our keys notes the time, counts a turn (waiters see the line move by
  * it), and measures the interval since the previous release with waiters in line (the line's
@@ -38,6 +42,7 @@ end
 local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local stats = KEYS[n + 3]
+local waiting = redis.call("ZCOUNT", KEYS[n + 2], now, "+inf")
 local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
 local learnedAimed = redis.call("HGET", stats, "learned") == "aimed"
 local aimed = redis.call("HGET", stats, "aimed") == "1"
@@ -62,7 +67,6 @@ if deleted > 0 and left > 0 and left <= ttl and redis.call("HGET", stats, "taker
   redis.call("HSET", stats, "hold", hold, "dev", dev, "ttl", ttl, "learned", learned)
 end
 if deleted > 0 then
-  local waiting = redis.call("ZCOUNT", KEYS[n + 2], now, "+inf")
   local cycle = tonumber(redis.call("HGET", stats, "cycle") or "0")
   local contended = tonumber(redis.call("HGET", stats, "contended") or "0")
   if contended > 0 and now > contended then
@@ -81,6 +85,21 @@ if deleted > 0 then
   redis.call("HINCRBY", stats, "turns", 1)
   redis.call("PEXPIRE", stats, 600000)
 end
-return {deleted, redis.call("ZCOUNT", KEYS[n + 2], now, "+inf")}`,
-  sha1: "d949d3fb528dd07beeb1d54262bb40ff13eaaa0c",
+local ticket = 0
+if deleted > 0 and waiting > 0 and ARGV[4] and ARGV[4] ~= "" then
+  ticket = redis.call("HINCRBY", stats, "seq", 1)
+  redis.call("ZADD", KEYS[n + 1], ticket, ARGV[4])
+  redis.call("ZADD", KEYS[n + 2], now + tonumber(ARGV[5]), ARGV[4])
+  local keep = tonumber(ARGV[5]) + 1000
+  for _, key in ipairs({KEYS[n + 1], KEYS[n + 2]}) do
+    if redis.call("PTTL", key) < keep then
+      redis.call("PEXPIRE", key, keep)
+    end
+  end
+end
+local function stat(field)
+  return tonumber(redis.call("HGET", stats, field) or "0")
+end
+return {deleted, waiting, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns")}`,
+  sha1: "4fe192a3ac6ed5ec3acfb23d438ce91247611b60",
 });

@@ -56,10 +56,15 @@ describe("gate scripts: Lua and model agree", () => {
     for (const [waiter, mode, token] of steps) {
       if (mode === "release") {
         const real = await releaseOnGate(node, [key], token, 5000, context());
-        const modelled = runGateRelease(model, keys, [token, "1", "5000"]) as number[];
-        expect(real, `${waiter} ${mode}`).toEqual({
+        const modelled = runGateRelease(model, keys, [token, "1", "5000", "", "0"]) as number[];
+        expect(
+          { outcome: real.outcome, waiting: real.waiting, ticket: real.ticket, turns: real.turns },
+          `${waiter} ${mode}`,
+        ).toEqual({
           outcome: modelled[0] ? "released" : "not-held",
           waiting: modelled[1],
+          ticket: modelled[2],
+          turns: modelled[6],
         });
         continue;
       }
@@ -104,7 +109,7 @@ describe("gate scripts: what the gate learns", () => {
     model.set(key, plain, 5000);
     await new Promise((r) => setTimeout(r, 30));
     await releaseOnGate(node, [key], plain, 5000, context());
-    runGateRelease(model, keys, [plain, "1", "5000"]);
+    runGateRelease(model, keys, [plain, "1", "5000", "", "0"]);
     expect((await pollGate(node, [key], wait("w0"), context())).holdMs).toBe(0);
     expect(modelPoll("w0", "wait", "-")[4]).toBe(0);
     await pollGate(node, [key], { ...wait("w0"), mode: "leave" }, context());
@@ -119,7 +124,7 @@ describe("gate scripts: what the gate learns", () => {
     await new Promise((r) => setTimeout(r, 300));
     await releaseOnGate(node, [key], taken, 5000, context());
     const heldAtMost = performance.now() - started;
-    runGateRelease(model, keys, [taken, "1", "5000"]);
+    runGateRelease(model, keys, [taken, "1", "5000", "", "0"]);
     const learned = (await pollGate(node, [key], wait("w2"), context())).holdMs;
     expect(learned).toBeGreaterThanOrEqual(299);
     expect(learned).toBeLessThanOrEqual(Math.ceil(heldAtMost) + 1);
@@ -134,8 +139,48 @@ describe("gate scripts: what the gate learns", () => {
     expect(modelPoll("w2", "aim", aimed)[0]).toBe(1);
     await releaseOnGate(node, [key], aimed, 5000, context());
     const aimedAtMost = performance.now() - aimedAt;
-    runGateRelease(model, keys, [aimed, "1", "5000"]);
+    runGateRelease(model, keys, [aimed, "1", "5000", "", "0"]);
     expect((await pollGate(node, [key], wait("w3"), context())).holdMs).toBeLessThanOrEqual(Math.ceil(aimedAtMost) + 1);
     expect(modelPoll("w3", "wait", "-")[4]).toBeLessThanOrEqual(Math.ceil(aimedAtMost) + 1);
+  });
+});
+
+describe("gate scripts: a place kept by a release", () => {
+  it("a release with others in line puts the releaser at the back, on real Redis and in the model", async () => {
+    const node = restNode(nodes[0] as { url: string; token: string });
+    const model = modelStore();
+    const key = uniqueKey("gate-requeue");
+    const keys = [key, ...gateKeys([key])];
+    const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
+    const request = (waiter: string, mode: "take" | "wait", token: string) =>
+      ({ waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0 }) as const;
+    const modelPoll = (waiter: string, mode: string, token: string) =>
+      runGate(model, keys, [waiter, mode, token, "5000", "5000", "1", "0"]) as number[];
+    const holder = "h".repeat(40);
+
+    // Alone: a release keeps no place (nobody to queue behind).
+    expect((await pollGate(node, [key], request("w1", "take", holder), context())).taken).toBe(true);
+    modelPoll("w1", "take", holder);
+    const alone = await releaseOnGate(node, [key], holder, 5000, context(), { waiter: "w1-next", leaseMs: 2000 });
+    const aloneModel = runGateRelease(model, keys, [holder, "1", "5000", "w1-next", "2000"]) as number[];
+    expect(alone.ticket).toBe(0);
+    expect(aloneModel[2]).toBe(0);
+
+    // With w2 in line: the releaser's next entry goes behind w2.
+    const again = "g".repeat(40);
+    expect((await pollGate(node, [key], request("w1", "take", again), context())).taken).toBe(true);
+    modelPoll("w1", "take", again);
+    expect((await pollGate(node, [key], request("w2", "wait", "-"), context())).rank).toBe(0);
+    modelPoll("w2", "wait", "-");
+    const kept = await releaseOnGate(node, [key], again, 5000, context(), { waiter: "w1-next", leaseMs: 2000 });
+    const keptModel = runGateRelease(model, keys, [again, "1", "5000", "w1-next", "2000"]) as number[];
+    expect(kept.outcome).toBe("released");
+    expect(kept.waiting).toBe(1);
+    expect(kept.ticket).toBeGreaterThan(0);
+    expect(kept.ticket).toBe(keptModel[2]);
+    const later = await pollGate(node, [key], { ...request("w1-next", "wait", "-"), ticket: kept.ticket }, context());
+    expect(later.rank).toBe(1);
+    expect(later.ticket).toBe(kept.ticket);
+    expect(modelPoll("w1-next", "wait", "-")[1]).toBe(1);
   });
 });

@@ -162,5 +162,12 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
     state.released = now;
     state.turns++;
   }
-  return [deleted, waiting];
+  let ticket = 0;
+  const [, , , requeue, lease] = argv;
+  if (deleted > 0 && waiting > 0 && requeue) {
+    ticket = ++state.seq;
+    state.queue.set(requeue, ticket);
+    state.leases.set(requeue, now + Number(lease));
+  }
+  return [deleted, waiting, ticket, state.hold, state.dev, state.cycle, state.turns];
 }
