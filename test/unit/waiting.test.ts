@@ -6,6 +6,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { gateIndex } from "../../src/gate.js";
 import { LockHeldError, Redlock, type RedlockOptions } from "../../src/index.js";
+import { gateScript } from "../../src/scripts/gate.js";
+import { gateReleaseScript } from "../../src/scripts/gate-release.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
 
 beforeEach(() => {
@@ -171,5 +173,56 @@ describe("giving up in line", () => {
     for (const { error } of endings) expect(error).toBeInstanceOf(LockHeldError);
     // The last comes at 2.7 s and has 0.9 s of patience (and a last look).
     expect(Math.max(...endings.map((e) => e.at)) - started).toBeLessThan(5000);
+  });
+
+  it("a client that waited keeps a place in line with its release, and comes back without a poll to join", async () => {
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 1 };
+    const gate = nodes[gateIndex(["k"], 5)] as FakeNode;
+    const a = new Redlock({ nodes, clock: fakeClock });
+    const b = new Redlock({ nodes, clock: fakeClock });
+    const run = async <T>(work: Promise<T>): Promise<T> => {
+      let done = false;
+      const result = work.finally(() => {
+        done = true;
+      });
+      for (let t = 0; !done && t < 10_000; t += 1) await vi.advanceTimersByTimeAsync(1);
+      return result;
+    };
+    // B holds; A waits for it (A now waits for this key: it is hot for A).
+    const first = await run(b.acquire("k", 2000));
+    const aWaits = a.acquire("k", 2000);
+    await run(new Promise((r) => setTimeout(r, 40)));
+    await run(first.release());
+    const aLock = await run(aWaits);
+    // B comes back and waits in line behind A.
+    const bWaits = b.acquire("k", 2000);
+    await run(new Promise((r) => setTimeout(r, 40)));
+    const before = gate.log.length;
+    await run(aLock.release());
+    const release = gate.log.slice(before).find((args) => args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1);
+    const place = String(release?.at(-2));
+    expect(place.length).toBeGreaterThan(8);
+    // A comes back at once: no poll to join the line (without a kept place, a client coming back
+    // for a hot key polls the gate at once); it sleeps from the place its release made.
+    const pollsSince = (from: number) =>
+      gate.log.slice(from).filter((args) => args[0] === "EVALSHA" && args[1] === gateScript.sha1);
+    const comeBack = gate.log.length;
+    const waiterOf = (args: readonly unknown[]) => String(args[3 + 4]);
+    const known = new Set(pollsSince(0).map(waiterOf));
+    const aAgain = a.acquire("k", 2000);
+    await vi.advanceTimersByTimeAsync(3);
+    expect(pollsSince(comeBack).filter((args) => !known.has(waiterOf(args)))).toEqual([]);
+    const bLock = await run(bWaits);
+    await run(bLock.release());
+    const again = await run(aAgain);
+    // After A's release, A polled only under the kept place: the one new waiter id.
+    const fresh = new Set(
+      pollsSince(comeBack)
+        .map(waiterOf)
+        .filter((waiter) => !known.has(waiter)),
+    );
+    expect([...fresh]).toEqual([place]);
+    await run(again.release());
   });
 });
