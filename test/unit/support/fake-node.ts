@@ -160,7 +160,11 @@ export class FakeNode implements RedisNode {
     }
     if (behaviour.kind === "ok" && this.latency) return this.delayed(args, signal, this.latency(args));
     return new Promise((resolve, reject) => {
+      // Like a real transport, let go of the fan-out's signal once answered: a fan-out may send a
+      // node several commands on one signal.
+      let onAbort: (() => void) | undefined;
       const answer = () => {
+        if (onAbort) signal.removeEventListener("abort", onAbort);
         try {
           if (behaviour.kind === "error") throw new NodeError(this.id, "connection refused");
           const reply = this.execute(args);
@@ -177,14 +181,11 @@ export class FakeNode implements RedisNode {
       const latency = ("latencyMs" in behaviour ? (behaviour.latencyMs ?? 0) : 0) + jitter;
       const timer = setTimeout(answer, latency);
       if (behaviour.kind !== "late") {
-        signal.addEventListener(
-          "abort",
-          () => {
-            clearTimeout(timer);
-            reject(signal.reason);
-          },
-          { once: true },
-        );
+        onAbort = () => {
+          clearTimeout(timer);
+          reject(signal.reason);
+        };
+        signal.addEventListener("abort", onAbort, { once: true });
       }
     });
   }
@@ -192,12 +193,14 @@ export class FakeNode implements RedisNode {
   private delayed(args: readonly RedisArgument[], signal: AbortSignal, delay: MessageDelay): Promise<RedisReply> {
     return new Promise((resolve, reject) => {
       let settled = false;
+      const onAbort = () => settle(() => reject(signal.reason));
       const settle = (fn: () => void) => {
         if (settled) return;
         settled = true;
+        signal.removeEventListener("abort", onAbort);
         fn();
       };
-      signal.addEventListener("abort", () => settle(() => reject(signal.reason)), { once: true });
+      signal.addEventListener("abort", onAbort, { once: true });
       if (delay.drop) return;
       setTimeout(() => {
         let outcome: () => void;
