@@ -51,28 +51,7 @@ export async function releaseKeys(
       }
       const now = o.clock.now();
       if (answer.waiting > 0) engine.hot.mark(hotKey, now, HOT_AFTER_RELEASE_MS);
-      if (!requeue || answer.ticket === 0) keep(undefined);
-      else {
-        keep({
-          waiter: requeue.waiter,
-          ticket: answer.ticket,
-          at: now,
-          rttMs: now - sentAt,
-          leaseMs: requeue.leaseMs,
-          answer: {
-            taken: false,
-            rank: answer.waiting,
-            pttlMs: -2,
-            freeInMs: 0,
-            releasedAgoMs: -1,
-            holdMs: answer.holdMs,
-            ticket: answer.ticket,
-            holdDeviationMs: answer.holdDeviationMs,
-            cycleMs: answer.cycleMs,
-            turns: answer.turns,
-          },
-        });
-      }
+      keep(requeue && answer.ticket > 0 ? placeOf(requeue, answer, now, now - sentAt) : undefined);
       return answer.outcome;
     },
   });
@@ -80,6 +59,30 @@ export async function releaseKeys(
   if (report.nodes.some((n) => n.outcome === "pending"))
     engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
   return { released: report.votes, nodes: report.nodes, report };
+}
+
+/** The place a release kept at the back of the line, as a poll from there would have described it. */
+function placeOf(requeue: { waiter: string; leaseMs: number }, answer: GateRelease, at: number, rttMs: number): Place {
+  return {
+    waiter: requeue.waiter,
+    ticket: answer.ticket,
+    at,
+    rttMs,
+    leaseMs: requeue.leaseMs,
+    answer: {
+      taken: false,
+      rank: answer.waiting,
+      // The lock is free at this moment: the first in line is about to take it.
+      pttlMs: -2,
+      freeInMs: 0,
+      releasedAgoMs: -1,
+      holdMs: answer.holdMs,
+      ticket: answer.ticket,
+      holdDeviationMs: answer.holdDeviationMs,
+      cycleMs: answer.cycleMs,
+      turns: answer.turns,
+    },
+  };
 }
 
 /**
