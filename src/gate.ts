@@ -7,7 +7,7 @@ import type { TaskContext } from "./fanout.js";
 import type { NodeOutcomeKind } from "./report.js";
 import { gateScript } from "./scripts/gate.js";
 import { gateReleaseScript } from "./scripts/gate-release.js";
-import { runScript } from "./scripts/script.js";
+import { runScript, type Script } from "./scripts/script.js";
 import type { RedisNode } from "./transport.js";
 
 /** What the gate said to one poll. */
@@ -92,26 +92,49 @@ export async function pollGate(
     ],
     context,
   );
-  if (Array.isArray(reply) && reply.length === 9 && reply.every((v) => typeof v === "number" && Number.isInteger(v))) {
-    const [taken, rank, pttlMs, freeInMs, holdMs, ticket, holdDeviationMs, cycleMs, turns] = reply as number[];
-    if ((taken === 0 || taken === 1) && (rank as number) >= -1) {
-      return {
-        taken: taken === 1,
-        rank: rank as number,
-        pttlMs: pttlMs as number,
-        freeInMs: taken === 1 ? 0 : Math.max(0, freeInMs as number),
-        releasedAgoMs: taken === 1 ? (freeInMs as number) : -1,
-        holdMs: Math.max(0, holdMs as number),
-        ticket: ticket as number,
-        holdDeviationMs: Math.max(0, holdDeviationMs as number),
-        cycleMs: Math.max(0, cycleMs as number),
-        turns: turns as number,
-      };
-    }
+  const [taken, rank, pttlMs, freeInMs, holdMs, ticket, holdDeviationMs, cycleMs, turns] = integers(
+    node,
+    gateScript,
+    reply,
+    9,
+  );
+  if ((taken !== 0 && taken !== 1) || rank < -1) throw badReply(node, gateScript, reply);
+  return {
+    taken: taken === 1,
+    rank,
+    pttlMs,
+    freeInMs: taken === 1 ? 0 : Math.max(0, freeInMs),
+    releasedAgoMs: taken === 1 ? freeInMs : -1,
+    ticket,
+    ...figures(holdMs, holdDeviationMs, cycleMs, turns),
+  };
+}
+
+/** What the gate has learned, as both its scripts report it. */
+function figures(holdMs: number, holdDeviationMs: number, cycleMs: number, turns: number) {
+  return {
+    holdMs: Math.max(0, holdMs),
+    holdDeviationMs: Math.max(0, holdDeviationMs),
+    cycleMs: Math.max(0, cycleMs),
+    turns,
+  };
+}
+
+/** A tuple of `N` numbers. */
+type Integers<N extends number, R extends number[] = []> = R["length"] extends N ? R : Integers<N, [...R, number]>;
+
+/** A script's reply as `length` integers, or a {@link NodeError}. */
+function integers<N extends number>(node: RedisNode, script: Script, reply: unknown, length: N): Integers<N> {
+  if (Array.isArray(reply) && reply.length === length && reply.every((v) => Number.isInteger(v))) {
+    return reply as Integers<N>;
   }
-  throw new NodeError(
+  throw badReply(node, script, reply);
+}
+
+function badReply(node: RedisNode, script: Script, reply: unknown): NodeError {
+  return new NodeError(
     node.id,
-    `unexpected reply to ${gateScript.name} from ${node.id}: ${JSON.stringify(reply).slice(0, 80)}`,
+    `unexpected reply to ${script.name} from ${node.id}: ${JSON.stringify(reply).slice(0, 80)}`,
   );
 }
 
@@ -150,24 +173,19 @@ export async function releaseOnGate(
     [token, keys.length, ttlMs, requeue?.waiter ?? "", Math.ceil(requeue?.leaseMs ?? 0)],
     context,
   );
-  if (Array.isArray(reply) && reply.length === 7 && reply.every((v) => typeof v === "number" && Number.isInteger(v))) {
-    const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns] = reply as number[];
-    if ((deleted as number) >= 0 && (deleted as number) <= keys.length && (waiting as number) >= 0) {
-      return {
-        outcome: (deleted as number) > 0 ? "released" : "not-held",
-        waiting: waiting as number,
-        ticket: Math.max(0, ticket as number),
-        holdMs: Math.max(0, holdMs as number),
-        holdDeviationMs: Math.max(0, holdDeviationMs as number),
-        cycleMs: Math.max(0, cycleMs as number),
-        turns: turns as number,
-      };
-    }
-  }
-  throw new NodeError(
-    node.id,
-    `unexpected reply to ${gateReleaseScript.name} from ${node.id}: ${JSON.stringify(reply).slice(0, 80)}`,
+  const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns] = integers(
+    node,
+    gateReleaseScript,
+    reply,
+    7,
   );
+  if (deleted < 0 || deleted > keys.length || waiting < 0) throw badReply(node, gateReleaseScript, reply);
+  return {
+    outcome: deleted > 0 ? "released" : "not-held",
+    waiting,
+    ticket: Math.max(0, ticket),
+    ...figures(holdMs, holdDeviationMs, cycleMs, turns),
+  };
 }
 
 /** A place at the back of a line, made by this client's release (see `releaseOnGate`). */
