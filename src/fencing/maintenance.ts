@@ -29,7 +29,7 @@
  * @module
  */
 import type { Clock } from "../clock.js";
-import { fanOut } from "../fanout.js";
+import { fanOut, type TaskContext } from "../fanout.js";
 import type { NodeOutcome, NodeOutcomeKind } from "../report.js";
 import { randomToken } from "../token.js";
 import type { RedisNode } from "../transport.js";
@@ -85,21 +85,36 @@ export async function maintainNodes(options: MaintenanceOptions): Promise<Mainte
 
 type MutableReport = { quarantined: string[]; repaired: string[]; nodes: NodeOutcome[]; requests: number };
 
-async function quarantine(options: MaintenanceOptions, indices: readonly number[], report: MutableReport) {
-  const fan = fanOut({
+/**
+ * Run `work` on the nodes at `indices`, each on its own (no vote), record every outcome, and
+ * return the ids of the nodes that answered `yes`.
+ */
+async function onEach(
+  options: MaintenanceOptions,
+  indices: readonly number[],
+  report: MutableReport,
+  yes: NodeOutcomeKind,
+  work: (index: number, context: TaskContext) => Promise<NodeOutcomeKind>,
+): Promise<string[]> {
+  const outcomes = await fanOut({
     nodeIds: indices.map((i) => nodeAt(options, i).id),
-    yes: "quarantined",
+    yes,
     quorum: 1,
     timeoutMs: options.requestTimeoutMs,
     clock: options.clock,
-    task: async (j, context) => {
-      const node = nodeAt(options, indices[j] as number);
-      return outcomeOf(await fenceQuarantineOnNode(node, options.keys, randomToken(), options.quarantineMs, context));
-    },
-  });
-  const outcomes = await fan.outcomes;
+    task: (j, context) => work(indices[j] as number, context),
+  }).outcomes;
   record(report, outcomes);
-  report.quarantined.push(...outcomes.filter((o) => o.outcome === "quarantined").map((o) => o.node));
+  return outcomes.filter((o) => o.outcome === yes).map((o) => o.node);
+}
+
+async function quarantine(options: MaintenanceOptions, indices: readonly number[], report: MutableReport) {
+  const quarantined = await onEach(options, indices, report, "quarantined", async (index, context) =>
+    outcomeOf(
+      await fenceQuarantineOnNode(nodeAt(options, index), options.keys, randomToken(), options.quarantineMs, context),
+    ),
+  );
+  report.quarantined.push(...quarantined);
 }
 
 async function repair(options: MaintenanceOptions, indices: readonly number[], report: MutableReport) {
@@ -125,22 +140,11 @@ async function repair(options: MaintenanceOptions, indices: readonly number[], r
     0,
     ...decided.outcomes.flatMap((o, i) => (o.outcome === "verified" ? [(reads[i] as FenceReply).fence] : [])),
   );
-  const fan = fanOut({
-    nodeIds: indices.map((i) => nodeAt(options, i).id),
-    yes: "repaired",
-    quorum: 1,
-    timeoutMs: options.requestTimeoutMs,
-    clock: options.clock,
-    task: async (j, context) => {
-      const index = indices[j] as number;
-      const incarnation = (options.replies[index] as FenceReply).incarnation;
-      const reply = await fenceRepairOnNode(nodeAt(options, index), keys, incarnation, floor, resources, context);
-      return outcomeOf(reply);
-    },
+  const repaired = await onEach(options, indices, report, "repaired", async (index, context) => {
+    const incarnation = (options.replies[index] as FenceReply).incarnation;
+    return outcomeOf(await fenceRepairOnNode(nodeAt(options, index), keys, incarnation, floor, resources, context));
   });
-  const outcomes = await fan.outcomes;
-  record(report, outcomes);
-  report.repaired.push(...outcomes.filter((o) => o.outcome === "repaired").map((o) => o.node));
+  report.repaired.push(...repaired);
 }
 
 function record(report: MutableReport, outcomes: readonly NodeOutcome[]): void {
