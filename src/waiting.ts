@@ -104,7 +104,8 @@ class Acquisition {
   #lastTurns = -1;
   /** The patience ran out during a sleep and the waiter has polled once since (see `#pause`). */
   #lookedPastPatience = false;
-  #unpredictedPolls = 0;
+  /** When a poll first found us first in line (reset when we are not). */
+  #headSince: number | undefined;
   /** Whether the gate's line holds an entry of ours (to leave when we are done another way). */
   #inLine = false;
   /** The token of a placeholder we may have left on the gate (see `#growPlaceholder`). */
@@ -399,20 +400,25 @@ class Acquisition {
   #sleepFor(answer: GateAnswer): number {
     const interval = this.#pollInterval(answer.holdMs);
     if (answer.rank <= 0) {
-      if (answer.holdMs > 0 || answer.freeInMs <= interval) {
-        this.#unpredictedPolls = 0;
-        return interval;
-      }
+      const now = this.#o.clock.now();
+      this.#headSince ??= now;
+      if (answer.holdMs > 0 || answer.freeInMs <= interval) return interval;
       // First in line, but the gate has no record of how long holds last: the holder may let go
-      // any moment before its key expires. Poll with a growing interval.
-      const wait = Math.min(interval * 2 ** this.#unpredictedPolls, MAX_UNPREDICTED_POLL_MS, answer.freeInMs);
-      this.#unpredictedPolls = Math.min(this.#unpredictedPolls + 1, 16);
-      return wait;
+      // any moment before its key expires. Poll at a pace proportional to how long we have been
+      // first: a short hold is caught within a poll interval, a long one costs few polls.
+      return Math.min(Math.max(interval, (now - this.#headSince) / 4), MAX_UNPREDICTED_POLL_MS, answer.freeInMs);
     }
+    this.#headSince = undefined;
     if (answer.holdMs === 0) {
-      // No hold recorded yet: the first release through the gate will tell. Until then, look
-      // again soon, whatever our place: a sleep planned on a guess would outlast many turns.
-      return Math.min(Math.max(answer.rank * MIN_POLL_MS * 4, interval), MAX_UNPREDICTED_POLL_MS);
+      // No hold recorded yet: the first release through the gate will tell. A turn lasts at least
+      // its holder's round trip (the holder learns it holds, then its release travels back), so
+      // the waiters ahead of us take at least that long each; half of our own round trip leaves
+      // room for holders nearer the nodes. A line of 64 that forms at once then polls about as
+      // often as a line of a few: polling every 100 ms whatever the place, it sent 600 polls a
+      // second and slowed the very handoffs it waited for. A guess that turns out long costs a
+      // late turn (a lock left free for half a hold, 20 ms at least, goes to whoever polls first),
+      // so it is kept under 500 ms.
+      return Math.min(Math.max((answer.rank * this.#rtt) / 2, interval), MAX_SLEEP_MS / 4);
     }
     // Wake up once the waiter ahead of us should have taken the lock, so that one poll finds us
     // first in line with most of the hold still ahead to plan our take: a third of the way into
