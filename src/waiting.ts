@@ -97,7 +97,8 @@ class Acquisition {
   /** Average poll round trip, in ms. */
   #rtt = 0;
   #gateDown = false;
-  #placeholderMs: number;
+  /** How many times a take of the gate found the others holding another token (see `#placeholderMs`). */
+  #outOfStep = 0;
   /** Waiting without progress (no release seen at the gate) ends after this clock reading. */
   #patienceUntil: number;
   /** The gate's count of releases at our last poll (-1 before the first). */
@@ -108,6 +109,8 @@ class Acquisition {
   #headSince: number | undefined;
   /** Whether the gate's line holds an entry of ours (to leave when we are done another way). */
   #inLine = false;
+  /** When the placeholder we left on the gate runs out (see `#growPlaceholder`). */
+  #placeholderUntil = 0;
   /** The token of a placeholder we may have left on the gate (see `#growPlaceholder`). */
   #placeholderToken: string | undefined;
   /** The gate's last word on the average interval between takes. */
@@ -130,7 +133,6 @@ class Acquisition {
     const now = this.#o.clock.now();
     this.#deadline = this.#o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : now + this.#o.acquireTimeoutMs;
     this.#patienceUntil = Number.POSITIVE_INFINITY;
-    this.#placeholderMs = Math.max(50, this.#o.requestTimeoutMs);
   }
 
   async run(): Promise<Lock> {
@@ -208,7 +210,8 @@ class Acquisition {
     this.#engine.hot.mark(this.#hotKey, this.#o.clock.now(), this.#hotWindow(0));
     let nextPollMs = firstPollInMs;
     for (;;) {
-      await this.#pause(nextPollMs);
+      // While our own placeholder holds the gate, a poll would only find it there.
+      await this.#pause(Math.max(nextPollMs, this.#placeholderUntil - this.#o.clock.now()));
       const sentAt = this.#o.clock.now();
       const token = randomToken();
       let answer: GateAnswer;
@@ -315,15 +318,33 @@ class Acquisition {
 
   /**
    * We took the gate but the others hold another token: the gate lost track (a restart, or a
-   * fresh client's keys). Each time, our placeholder there lasts twice as long, up to the TTL, so
-   * that a gate out of step costs fan-outs at a shrinking rate while the waiters poll one node.
+   * fresh client's keys), or, most often under contention, a waiter won the other nodes while the
+   * gate still saw the previous holder (its release reached the nodes in a different order). Each
+   * time, our placeholder there lasts twice as long, up to the TTL, so that a gate out of step
+   * costs fan-outs at a shrinking rate while the waiters poll one node. We poll again when it
+   * runs out: before, a poll would only find our own placeholder (first in line, we polled it
+   * every few milliseconds).
    */
   #growPlaceholder(report: AttemptReport, token: string): void {
     const outcomes = report.nodes.map((n) => n.outcome);
     if (refusalReason(outcomes, this.#o.quorum) === "held") {
-      this.#placeholderMs = Math.min(this.#placeholderMs * 2, this.#request.ttlMs);
+      this.#placeholderUntil = this.#o.clock.now() + this.#placeholderMs;
+      this.#outOfStep++;
       this.#placeholderToken = token;
     }
+  }
+
+  /**
+   * How long a placeholder left on the gate lasts. The first lasts two of the holds the gate has
+   * seen: a holder that won without the gate took the lock a moment ago and lets go within about
+   * a hold, and the whole line waits for the placeholder. A request deadline (1 s by default), as
+   * before any hold is known, stood the line still for most of a second after that holder let
+   * go. A gate that lost its keys shows itself again each time: then twice as long each time.
+   */
+  get #placeholderMs(): number {
+    const longest = Math.max(50, this.#o.requestTimeoutMs);
+    const first = this.#holdMs > 0 ? Math.min(Math.max(50, 2 * this.#holdMs), longest) : longest;
+    return Math.min(first * 2 ** this.#outOfStep, this.#request.ttlMs);
   }
 
   /** One attempt (a fan-out to every node), counted and checked against the limits. */
