@@ -45,10 +45,14 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
   const part = emptyPart("cpu", "Client CPU per acquire + release");
   const { smoke, quick } = ctx.options;
   const n = 5;
-  const perRound = smoke ? 50 : quick ? 300 : 1000;
-  const rounds = smoke ? 2 : quick ? 3 : 5;
+  // Rounds of 1000 runs (30 ms of CPU for the lock alone) ranged from 31 to 237 µs per run on this
+  // shared machine: one scheduling hiccup or GC pause decided a round. Rounds of 5000 after a
+  // longer warm-up ranged from 25 to 70 µs on the same machine.
+  const perRound = smoke ? 50 : quick ? 300 : 5000;
+  const rounds = smoke ? 2 : quick ? 3 : 7;
+  const warmUp = smoke ? 50 : quick ? 300 : 1000;
   part.method.push(
-    `N = ${n} instant in-memory nodes in this process. Process CPU (user + system, process.cpuUsage) over ${perRound} sequential acquire + release runs, ${rounds} interleaved rounds, median of rounds.`,
+    `N = ${n} instant in-memory nodes in this process. Process CPU (user + system, process.cpuUsage) over ${perRound} sequential acquire + release runs after ${warmUp} to warm up, ${rounds} interleaved rounds, median of rounds.`,
     "edge-redlock is src/index.ts bundled by esbuild (as an application bundler ships it), measured twice: with RedisNode objects answering from memory (library only), and through its fetch transport (restNode) with a fetch answering from memory (library + JSON over Request/Response).",
     "@upstash/lock runs on @upstash/redis with the same in-memory fetch. The TCP peers run on an ioredis-shaped in-memory object: their figure leaves out ioredis itself (RESP encoding, socket writes).",
   );
@@ -89,7 +93,7 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
       if (handle === null) throw new Error(`${subject.label} did not acquire in memory`);
       await subject.client.release(handle);
     };
-    for (const subject of subjects) for (let i = 0; i < Math.min(200, perRound); i++) await once(subject);
+    for (const subject of subjects) for (let i = 0; i < warmUp; i++) await once(subject);
     for (let round = 0; round < rounds; round++) {
       for (let k = 0; k < subjects.length; k++) {
         const index = (k + round) % subjects.length;
@@ -124,7 +128,7 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
     const leanest = Math.min(...peers);
     if (own > leanest) {
       part.notes.push(
-        `edge-redlock is behind: ${fmt(own, 1)} µs against ${fmt(leanest, 1)} µs for the leanest peer. Per acquire + release it starts 2 fan-outs of ${n} node tasks, each with its own AbortController and deadline timer, resolves its options on every call, and builds an attempt report with a per-node outcome list; the TCP peers' figure also leaves out ioredis, and the fetch transport (second row) costs more than the lock logic itself.`,
+        `edge-redlock is behind: ${fmt(own, 1)} µs against ${fmt(leanest, 1)} µs for the leanest peer. Per acquire + release it starts 2 fan-outs of ${n} node tasks, each fan-out with one AbortController and one deadline timer (Node's AbortController alone is about a tenth of the figure in a profile), and builds an attempt report with a per-node outcome list; the TCP peers' figure also leaves out ioredis, and the fetch transport (second row) costs more than the lock logic itself.`,
       );
     }
   } finally {
