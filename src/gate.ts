@@ -208,6 +208,34 @@ export interface Place {
 export class HotResources {
   readonly #until = new Map<string, number>();
   readonly #places = new Map<string, Promise<Place | undefined>>();
+  /** This client's acquisitions in progress and locks held, by gate key: id → until when at most. */
+  readonly #busy = new Map<string, Map<string, number>>();
+
+  /**
+   * Whether this client is acquiring or holding `key` right now (callers sharing one client): the
+   * next acquisition then queues up at once, instead of fanning out against its own sibling.
+   */
+  isBusy(key: string, now: number): boolean {
+    const entries = this.#busy.get(key);
+    if (entries === undefined) return false;
+    for (const [id, until] of entries) if (until <= now) entries.delete(id);
+    if (entries.size > 0) return true;
+    this.#busy.delete(key);
+    return false;
+  }
+
+  /** Count `id` (an acquisition, or a lock's token) as busy with `key` until it leaves, or `until` at most. */
+  occupy(key: string, id: string, until: number): void {
+    if (this.#busy.size > 1024) this.#busy.clear();
+    let entries = this.#busy.get(key);
+    if (entries === undefined) this.#busy.set(key, (entries = new Map()));
+    entries.set(id, until);
+  }
+
+  leave(key: string, id: string): void {
+    const entries = this.#busy.get(key);
+    if (entries?.delete(id) && entries.size === 0) this.#busy.delete(key);
+  }
 
   /**
    * Keep the place in line that a release is asking for, for this client's next acquisition of

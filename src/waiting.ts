@@ -136,10 +136,28 @@ class Acquisition {
   }
 
   async run(): Promise<Lock> {
+    const hot = this.#engine.hot;
+    const key = this.#hotKey;
+    const now = this.#o.clock.now();
+    // Queue up at once for a resource this client just waited for, or is acquiring or holding for
+    // another caller right now; a single attempt never waits.
+    const queueAtOnce = hot.isHot(key, now) || hot.isBusy(key, now);
+    // Our own entry lasts at most the attempts' deadline, in case we never get to leave it.
+    const self = `acquiring:${randomToken()}`;
+    hot.occupy(key, self, Math.min(this.#deadline, now + this.#o.requestTimeoutMs * this.#maxAttempts));
     try {
-      const now = this.#o.clock.now();
-      // Queue up at once for a resource this client just waited for; a single attempt never waits.
-      if (this.#maxAttempts > 1 && !this.#o.fencing && this.#engine.hot.isHot(this.#hotKey, now)) {
+      const lock = await this.#acquire(now, queueAtOnce);
+      // Held until released, or until its deadline at most (an extension is not followed).
+      hot.occupy(key, lock.token, this.#o.clock.now() + lock.remainingMs());
+      return lock;
+    } finally {
+      hot.leave(key, self);
+    }
+  }
+
+  async #acquire(now: number, queueAtOnce: boolean): Promise<Lock> {
+    try {
+      if (this.#maxAttempts > 1 && !this.#o.fencing && queueAtOnce) {
         // Our last release may have kept us a place at the back of the line: sleep as a poll
         // from there would have told us to, and skip the poll.
         const place = await this.#engine.hot.takePlace(this.#hotKey, this.#o.clock);

@@ -91,6 +91,7 @@ function placeOf(requeue: { waiter: string; leaseMs: number }, answer: GateRelea
  * finished, and swept, in the background.
  */
 export async function releaseLock(engine: Engine, lock: Lock): Promise<ReleaseResult> {
+  engine.hot.leave(lock.keys.join("\n"), lock.token);
   const fan = lock.acquireFan;
   const finishedAtRelease = lock.acquireReport.nodes.map((_, i) => fan.isFinished(i));
   const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, lock.lastTtlMs);

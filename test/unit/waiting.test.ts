@@ -200,6 +200,39 @@ describe("a hot key with default options", () => {
   });
 });
 
+describe("one client, many callers", () => {
+  it("acquisitions of a key this client is already acquiring or holding go straight to the line, without a fan-out each", async () => {
+    // One client shared by the requests of a Worker isolate or a Node process: eight of them
+    // want the same key at once. Each used to start with a fan-out of its own (N requests, and
+    // they split the votes among themselves); only the first needs to.
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 5, jitterMs: 2 };
+    const redlock = new Redlock({ nodes, clock: fakeClock });
+    const gate = gateIndex(["shared"], 5);
+    const other = nodes[(gate + 1) % 5]!;
+    const before = other.log.length;
+    let holders = 0;
+    let overlaps = 0;
+    let done = 0;
+    for (let i = 0; i < 8; i++) {
+      void redlock.acquire("shared", 2000).then(async (lock) => {
+        if (++holders > 1) overlaps++;
+        await new Promise((r) => setTimeout(r, 20));
+        holders--;
+        await lock.release();
+        done++;
+      });
+    }
+    for (let t = 0; done < 8 && t < 30_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+    expect(done).toBe(8);
+    expect(overlaps).toBe(0);
+    // A node other than the gate sees each grant's SET and release, and little else: 8 first
+    // fan-outs would have added 8 SETs.
+    const sets = other.log.slice(before).filter((command) => String(command).startsWith("SET")).length;
+    expect(sets).toBeLessThan(12);
+  });
+});
+
 describe("giving up in line", () => {
   it("a client that went straight to the line gets a LockHeldError when the holder never lets go", async () => {
     const nodes = fakeNodes(5);
