@@ -227,8 +227,8 @@ export class HotResources {
   /** Count `id` (an acquisition, or a lock's token) as busy with `key` until it leaves, or `until` at most. */
   occupy(key: string, id: string, until: number): void {
     if (this.#busy.size > 1024) this.#busy.clear();
-    let entries = this.#busy.get(key);
-    if (entries === undefined) this.#busy.set(key, (entries = new Map()));
+    const entries = this.#busy.get(key) ?? new Map<string, number>();
+    this.#busy.set(key, entries);
     entries.set(id, until);
   }
 

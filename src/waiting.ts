@@ -146,7 +146,7 @@ class Acquisition {
     const self = `acquiring:${randomToken()}`;
     hot.occupy(key, self, Math.min(this.#deadline, now + this.#o.requestTimeoutMs * this.#maxAttempts));
     try {
-      const lock = await this.#acquire(now, queueAtOnce);
+      const lock = await this.#acquire(queueAtOnce);
       // Held until released, or until its deadline at most (an extension is not followed).
       hot.occupy(key, lock.token, this.#o.clock.now() + lock.remainingMs());
       return lock;
@@ -155,7 +155,7 @@ class Acquisition {
     }
   }
 
-  async #acquire(now: number, queueAtOnce: boolean): Promise<Lock> {
+  async #acquire(queueAtOnce: boolean): Promise<Lock> {
     try {
       if (this.#maxAttempts > 1 && !this.#o.fencing && queueAtOnce) {
         // Our last release may have kept us a place at the back of the line: sleep as a poll
