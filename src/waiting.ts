@@ -77,6 +77,9 @@ export async function acquireWithWaiting(
   return new Acquisition(engine, request, maxAttempts, signal, operations).run();
 }
 
+/** Numbers this process's acquisitions: their entries among a client's busy keys. */
+let acquisitions = 0;
+
 class Acquisition {
   readonly #engine: Engine;
   readonly #request: AcquireRequest;
@@ -143,7 +146,7 @@ class Acquisition {
     // another caller right now; a single attempt never waits.
     const queueAtOnce = hot.isHot(key, now) || hot.isBusy(key, now);
     // Our own entry lasts at most the attempts' deadline, in case we never get to leave it.
-    const self = `acquiring:${randomToken()}`;
+    const self = `acquiring:${++acquisitions}`;
     hot.occupy(key, self, Math.min(this.#deadline, now + this.#o.requestTimeoutMs * this.#maxAttempts));
     try {
       const lock = await this.#acquire(queueAtOnce);
