@@ -206,7 +206,7 @@ describe("one client, many callers", () => {
     // want the same key at once. Each used to start with a fan-out of its own (N requests, and
     // they split the votes among themselves); only the first needs to.
     const nodes = fakeNodes(5);
-    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 5, jitterMs: 2 };
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 5, jitterMs: 0 };
     const redlock = new Redlock({ nodes, clock: fakeClock });
     const gate = gateIndex(["shared"], 5);
     const other = nodes[(gate + 1) % 5]!;
