@@ -13,6 +13,10 @@
  * lock frees up: the current holder has held it for the TTL less its key's PTTL.
  * The first in line has the lock to itself once it is free; if it has not come for it after half
  * a hold (20 ms at least), whoever polls first takes it, so a waiter that oversleeps stalls no one.
+ * When the lock came free without a release through the gate (a placeholder that ran out, a lock
+ * that expired or was released elsewhere), the half hold counts from a whole hold after the last
+ * take: counted from the last release only, a place nobody came back for stood at the head until
+ * its lease ran out.
  * @module
  */
 import type { Script } from "./script.js";
@@ -83,7 +87,10 @@ if ticket == 0 then
   redis.call("ZADD", queue, ticket, waiter)
 end
 local rank = redis.call("ZRANK", queue, waiter)
-local late = released > 0 and now - released > math.max(20, math.floor(hold / 2))
+local took = tonumber(redis.call("HGET", stats, "took") or "0")
+local grace = math.max(20, math.floor(hold / 2))
+local late = (released > 0 and now - released > grace)
+  or (released == 0 and took > 0 and hold > 0 and now - took > hold + grace)
 if (mode == "take" or mode == "aim") and pttl == -2 and (rank == 0 or late) then
   for i = 1, n do
     redis.call("SET", KEYS[i], ARGV[3], "PX", ARGV[4])
@@ -98,7 +105,7 @@ if (mode == "take" or mode == "aim") and pttl == -2 and (rank == 0 or late) then
   if mode == "aim" then
     aimed = 1
   end
-  redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "aimed", aimed)
+  redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "aimed", aimed, "took", now)
   redis.call("PEXPIRE", stats, 600000)
   return {1, 0, -2, ago, hold, ticket, dev, cycle, turns}
 end
@@ -123,5 +130,5 @@ if pttl ~= -2 then
   end
 end
 return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns}`,
-  sha1: "f9b992df3c03ae97088c180851a8d15eebdb48aa",
+  sha1: "5005c65ef2675a63f0a46041c920f01681501ff6",
 });

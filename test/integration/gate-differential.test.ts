@@ -184,3 +184,47 @@ describe("gate scripts: a place kept by a release", () => {
     expect(modelPoll("w1-next", "wait", "-")[1]).toBe(1);
   });
 });
+
+describe("gate scripts: a lock left free without a release through the gate", () => {
+  it("goes to whoever polls once a hold and a half have passed since the last take, not to a place nobody comes back for, on real Redis and in the model", async () => {
+    const node = restNode(nodes[0] as { url: string; token: string });
+    const model = modelStore();
+    const key = uniqueKey("gate-left-free");
+    const keys = [key, ...gateKeys([key])];
+    const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
+    const request = (waiter: string, mode: "take" | "wait", token: string) =>
+      ({ waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0 }) as const;
+    const modelPoll = (waiter: string, mode: string, token: string) =>
+      runGate(model, keys, [waiter, mode, token, "5000", "5000", "1", "0"]) as number[];
+    const both = async (waiter: string, mode: "take" | "wait", token: string) => {
+      const real = await pollGate(node, [key], request(waiter, mode, token), context());
+      const modelled = modelPoll(waiter, mode, token);
+      expect({ taken: real.taken, rank: real.rank }, `${waiter} ${mode}`).toEqual({
+        taken: modelled[0] === 1,
+        rank: modelled[1],
+      });
+      return real;
+    };
+
+    // The gate learns a hold of about 40 ms.
+    const first = "f".repeat(40);
+    expect((await both("w1", "take", first)).taken).toBe(true);
+    await new Promise((r) => setTimeout(r, 40));
+    await releaseOnGate(node, [key], first, 5000, context());
+    runGateRelease(model, keys, [first, "1", "5000", "", "0"]);
+
+    // Taken at the gate, then a place joins the line and is never polled again; the holder's key
+    // goes without a release through the gate (a placeholder running out, a lock expiring).
+    const second = "s".repeat(40);
+    expect((await both("w2", "take", second)).taken).toBe(true);
+    expect((await both("ghost", "wait", "-")).rank).toBe(0);
+    await node.command(["DEL", key], AbortSignal.timeout(5000));
+    model.del(key);
+
+    // Right away the place at the head keeps its turn; a hold and a half later, it does not.
+    const third = "n".repeat(40);
+    expect((await both("w3", "take", third)).taken).toBe(false);
+    await new Promise((r) => setTimeout(r, 150));
+    expect((await both("w3", "take", third)).taken).toBe(true);
+  });
+});

@@ -21,6 +21,8 @@ interface GateState {
   hold: number;
   ttl: number;
   released: number;
+  /** When the lock was last taken at the gate. */
+  took: number;
   dev: number;
   cycle: number;
   contended: number;
@@ -47,6 +49,7 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       hold: 0,
       ttl: 0,
       released: 0,
+      took: 0,
       dev: 0,
       cycle: 0,
       contended: 0,
@@ -107,13 +110,17 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.queue.set(waiter, ticket);
   }
   const rank = rankOf(state, waiter);
-  const late = state.released > 0 && now - state.released > Math.max(20, Math.floor(state.hold / 2));
+  const grace = Math.max(20, Math.floor(state.hold / 2));
+  const late =
+    (state.released > 0 && now - state.released > grace) ||
+    (state.released === 0 && state.took > 0 && state.hold > 0 && now - state.took > state.hold + grace);
   if ((mode === "take" || mode === "aim") && pttl === -2 && (rank === 0 || late)) {
     for (const key of lockKeys) store.set(key, token, Number(ttl));
     state.queue.delete(waiter);
     state.leases.delete(waiter);
     const ago = state.released > 0 ? now - state.released : -1;
     state.released = 0;
+    state.took = now;
     state.taker = token;
     state.aimed = mode === "aim";
     return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle, state.turns];
