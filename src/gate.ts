@@ -201,6 +201,11 @@ export interface Place {
   readonly leaseMs: number;
 }
 
+/** The key under which a client remembers a resource set (see {@link HotResources}). */
+export function hotKeyOf(keys: readonly string[]): string {
+  return keys.join("\n");
+}
+
 /**
  * Resource sets this client recently had to wait for, by gate key: the next acquisition of a hot
  * resource queues up at once instead of racing the waiters with a fan-out.

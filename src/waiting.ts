@@ -29,7 +29,7 @@ import {
   LockHeldError,
 } from "./errors.js";
 import type { TaskContext } from "./fanout.js";
-import { type GateAnswer, type GateMode, gateIndex, pollGate } from "./gate.js";
+import { type GateAnswer, type GateMode, gateIndex, hotKeyOf, pollGate } from "./gate.js";
 import { Lock, type LockOperations } from "./lock.js";
 import {
   type AcquireRequest,
@@ -132,7 +132,7 @@ class Acquisition {
     this.#maxAttempts = maxAttempts;
     this.#signal = signal;
     this.#operations = operations;
-    this.#hotKey = request.keys.join("\n");
+    this.#hotKey = hotKeyOf(request.keys);
     const now = this.#o.clock.now();
     this.#deadline = this.#o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : now + this.#o.acquireTimeoutMs;
     this.#patienceUntil = Number.POSITIVE_INFINITY;

@@ -4,7 +4,7 @@
  * @module
  */
 import type { Engine } from "../engine.js";
-import { type GateRelease, gateIndex, type Place, releaseOnGate } from "../gate.js";
+import { type GateRelease, gateIndex, hotKeyOf, type Place, releaseOnGate } from "../gate.js";
 import type { Lock, ReleaseResult } from "../lock.js";
 import { releaseOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
@@ -31,7 +31,7 @@ export async function releaseKeys(
   // that waited for this resource recently is likely to come back for it: its release takes a
   // place at the back of the line in the same request, which saves that acquisition its first poll.
   const gate = gateIndex(keys, engine.nodes.length);
-  const hotKey = keys.join("\n");
+  const hotKey = hotKeyOf(keys);
   const requeue = engine.hot.isHot(hotKey, o.clock.now())
     ? { waiter: randomToken(), leaseMs: HOT_AFTER_RELEASE_MS }
     : undefined;
@@ -91,7 +91,7 @@ function placeOf(requeue: { waiter: string; leaseMs: number }, answer: GateRelea
  * finished, and swept, in the background.
  */
 export async function releaseLock(engine: Engine, lock: Lock): Promise<ReleaseResult> {
-  engine.hot.leave(lock.keys.join("\n"), lock.token);
+  engine.hot.leave(hotKeyOf(lock.keys), lock.token);
   const fan = lock.acquireFan;
   const finishedAtRelease = lock.acquireReport.nodes.map((_, i) => fan.isFinished(i));
   const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, lock.lastTtlMs);
