@@ -88,9 +88,11 @@ if ticket == 0 then
 end
 local rank = redis.call("ZRANK", queue, waiter)
 local took = tonumber(redis.call("HGET", stats, "took") or "0")
-local grace = math.max(20, math.floor(hold / 2))
-local late = (released > 0 and now - released > grace)
-  or (released == 0 and took > 0 and hold > 0 and now - took > hold + grace)
+local freed = released
+if freed == 0 and took > 0 and hold > 0 then
+  freed = took + hold
+end
+local late = freed > 0 and now - freed > math.max(20, math.floor(hold / 2))
 if (mode == "take" or mode == "aim") and pttl == -2 and (rank == 0 or late) then
   for i = 1, n do
     redis.call("SET", KEYS[i], ARGV[3], "PX", ARGV[4])
@@ -130,5 +132,5 @@ if pttl ~= -2 then
   end
 end
 return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns}`,
-  sha1: "5005c65ef2675a63f0a46041c920f01681501ff6",
+  sha1: "200418ef12de1f895e8f094a9f4c2c01432fe136",
 });

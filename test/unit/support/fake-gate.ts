@@ -110,10 +110,8 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.queue.set(waiter, ticket);
   }
   const rank = rankOf(state, waiter);
-  const grace = Math.max(20, Math.floor(state.hold / 2));
-  const late =
-    (state.released > 0 && now - state.released > grace) ||
-    (state.released === 0 && state.took > 0 && state.hold > 0 && now - state.took > state.hold + grace);
+  const freed = state.released === 0 && state.took > 0 && state.hold > 0 ? state.took + state.hold : state.released;
+  const late = freed > 0 && now - freed > Math.max(20, Math.floor(state.hold / 2));
   if ((mode === "take" || mode === "aim") && pttl === -2 && (rank === 0 || late)) {
     for (const key of lockKeys) store.set(key, token, Number(ttl));
     state.queue.delete(waiter);
