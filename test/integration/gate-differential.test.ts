@@ -32,6 +32,20 @@ function modelStore(): GateStore {
   };
 }
 
+/** A gate key on the first node, its model, and the calls the tests below make on both. */
+function gateFixture(name: string) {
+  const node = restNode(nodes[0] as { url: string; token: string });
+  const model = modelStore();
+  const key = uniqueKey(name);
+  const keys = [key, ...gateKeys([key])];
+  const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
+  const request = (waiter: string, mode: "take" | "wait" | "aim" | "leave", token: string) =>
+    ({ waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0 }) as const;
+  const modelPoll = (waiter: string, mode: string, token: string) =>
+    runGate(model, keys, [waiter, mode, token, "5000", "5000", "1", "0"]) as number[];
+  return { node, model, key, keys, context, request, modelPoll };
+}
+
 describe("gate scripts: Lua and model agree", () => {
   it("on takes, waits, leaves and releases by several waiters", async () => {
     const node = restNode(nodes[0] as { url: string; token: string });
@@ -93,15 +107,8 @@ describe("gate scripts: Lua and model agree", () => {
 
 describe("gate scripts: what the gate learns", () => {
   it("learns holds from takes at the gate only, and plans by takes aimed at the release, on real Redis and in the model", async () => {
-    const node = restNode(nodes[0] as { url: string; token: string });
-    const model = modelStore();
-    const key = uniqueKey("gate-learn");
-    const keys = [key, ...gateKeys([key])];
-    const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
-    const wait = (waiter: string) =>
-      ({ waiter, mode: "wait", token: "-", ttlMs: 5000, leaseMs: 5000, ticket: 0 }) as const;
-    const modelPoll = (waiter: string, mode: string, token: string) =>
-      runGate(model, keys, [waiter, mode, token, "5000", "5000", "1", "0"]) as number[];
+    const { node, model, key, keys, context, request, modelPoll } = gateFixture("gate-learn");
+    const wait = (waiter: string) => request(waiter, "wait", "-");
 
     // A plain SET NX holder (as a first fan-out sets the gate node): its release teaches nothing.
     const plain = "p".repeat(40);
@@ -147,15 +154,7 @@ describe("gate scripts: what the gate learns", () => {
 
 describe("gate scripts: a place kept by a release", () => {
   it("a release with others in line puts the releaser at the back, on real Redis and in the model", async () => {
-    const node = restNode(nodes[0] as { url: string; token: string });
-    const model = modelStore();
-    const key = uniqueKey("gate-requeue");
-    const keys = [key, ...gateKeys([key])];
-    const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
-    const request = (waiter: string, mode: "take" | "wait", token: string) =>
-      ({ waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0 }) as const;
-    const modelPoll = (waiter: string, mode: string, token: string) =>
-      runGate(model, keys, [waiter, mode, token, "5000", "5000", "1", "0"]) as number[];
+    const { node, model, key, keys, context, request, modelPoll } = gateFixture("gate-requeue");
     const holder = "h".repeat(40);
 
     // Alone: a release keeps no place (nobody to queue behind).
@@ -187,15 +186,7 @@ describe("gate scripts: a place kept by a release", () => {
 
 describe("gate scripts: a lock left free without a release through the gate", () => {
   it("goes to whoever polls once a hold and a half have passed since the last take, not to a place nobody comes back for, on real Redis and in the model", async () => {
-    const node = restNode(nodes[0] as { url: string; token: string });
-    const model = modelStore();
-    const key = uniqueKey("gate-left-free");
-    const keys = [key, ...gateKeys([key])];
-    const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
-    const request = (waiter: string, mode: "take" | "wait", token: string) =>
-      ({ waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0 }) as const;
-    const modelPoll = (waiter: string, mode: string, token: string) =>
-      runGate(model, keys, [waiter, mode, token, "5000", "5000", "1", "0"]) as number[];
+    const { node, model, key, keys, context, request, modelPoll } = gateFixture("gate-left-free");
     const both = async (waiter: string, mode: "take" | "wait", token: string) => {
       const real = await pollGate(node, [key], request(waiter, mode, token), context());
       const modelled = modelPoll(waiter, mode, token);
