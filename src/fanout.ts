@@ -3,9 +3,12 @@
  * nothing of HTTP: each node's work is a task that resolves with its outcome or throws.
  *
  * One fan-out owns one deadline (a single timer and a single AbortController for all its nodes),
- * not one per node: that is most of the client's CPU cost per operation.
+ * not one per node: that is most of the client's CPU cost per operation. The controller is
+ * borrowed from a pool and returned when the fan-out ends without aborting it (see
+ * `abort-controllers.ts`).
  * @module
  */
+import { borrowController, returnController } from "./abort-controllers.js";
 import type { Clock } from "./clock.js";
 import { decide } from "./quorum.js";
 import type { NodeOutcome, NodeOutcomeKind } from "./report.js";
@@ -60,6 +63,8 @@ export interface FanOut {
   readonly finished: readonly Promise<void>[];
   /** Whether node `index`'s task has finished (its request can no longer land later). */
   isFinished(index: number): boolean;
+  /** Node `index`'s final outcome if it is known yet, else `undefined`. */
+  knownOutcome(index: number): NodeOutcome | undefined;
   /** Resolves with node `index`'s final outcome, as soon as it is known. Never rejects. */
   outcomeOf(index: number): Promise<NodeOutcome>;
 }
@@ -92,12 +97,15 @@ export function fanOut(options: FanOutOptions): FanOut {
     resolveOutcomes = resolve;
   });
 
-  const controller = new AbortController();
+  const pooled = borrowController();
+  const { controller } = pooled;
+  let everyNodeSettled = false;
   const callerSignal = options.signal;
   // The outcome is whichever comes first: the task's answer or the abort. A task that ignores
   // its signal must not hold up the vote; `finished` still tracks it.
   const abort = (reason: unknown) => {
-    if (controller.signal.aborted) return;
+    // Once every node settled the controller may serve another fan-out: never abort it from here.
+    if (everyNodeSettled || controller.signal.aborted) return;
     controller.abort(reason);
     for (let i = 0; i < count; i++) settle(i, undefined, reason);
   };
@@ -140,8 +148,11 @@ export function fanOut(options: FanOutOptions): FanOut {
       }
     }
     if (yes + no === count) {
+      everyNodeSettled = true;
       clearTimeout(timer);
       callerSignal?.removeEventListener("abort", onCallerAbort);
+      // Unless it aborted, every node settled through its own task: no task uses the signal now.
+      returnController(pooled);
       resolveOutcomes(final as NodeOutcome[]);
     }
   };
@@ -186,7 +197,15 @@ export function fanOut(options: FanOutOptions): FanOut {
       outcomeWaiters[index] = waiting;
     });
   };
-  return { startedAt, decided, outcomes, finished, isFinished: (index) => finishedFlags[index] === true, outcomeOf };
+  return {
+    startedAt,
+    decided,
+    outcomes,
+    finished,
+    isFinished: (index) => finishedFlags[index] === true,
+    knownOutcome: (index) => final[index],
+    outcomeOf,
+  };
 }
 
 /** How a node that did not answer is classified: the fan-out's abort reason decides. */

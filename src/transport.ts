@@ -20,6 +20,8 @@ export interface RedisNode {
   /**
    * Send one command and return the reply. Must send at most one request, honour `signal`, and
    * reject with a {@link NodeError} (or a {@link ConfigurationError} for rejected credentials).
+   * Once the returned promise settles, stop reacting to `signal`: a signal that never aborted is
+   * handed to a later command.
    */
   command(args: readonly RedisArgument[], signal: AbortSignal): Promise<RedisReply>;
 }

@@ -103,8 +103,15 @@ function fanOfPhase1(startedAt: number, nodes: readonly NodeOutcome[], finished:
       done[i] = true;
     });
   });
-  const outcomes = Promise.all(finished).then(() =>
-    nodes.map((n): NodeOutcome => (n.outcome === "pending" || isFailure(n.outcome) ? { ...n, outcome: "timeout" } : n)),
+  const final = nodes.map(
+    (n): NodeOutcome => (n.outcome === "pending" || isFailure(n.outcome) ? { ...n, outcome: "timeout" } : n),
   );
-  return { startedAt, outcomes, finished, isFinished: (i) => done[i] === true };
+  const outcomes = Promise.all(finished).then(() => final);
+  return {
+    startedAt,
+    outcomes,
+    finished,
+    isFinished: (i) => done[i] === true,
+    knownOutcome: (i) => (done[i] === true ? final[i] : undefined),
+  };
 }

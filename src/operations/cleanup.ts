@@ -34,6 +34,8 @@ export interface AcquireFan {
   readonly outcomes: Promise<NodeOutcome[]>;
   readonly finished: readonly Promise<void>[];
   isFinished(index: number): boolean;
+  /** The node's final outcome if it is known yet, else `undefined`. */
+  knownOutcome(index: number): NodeOutcome | undefined;
 }
 
 /**
@@ -155,7 +157,8 @@ async function releaseOne(
  * it: a timeout, an abort, a transport failure or a server error (a proxy may have passed the
  * command on). A redirect, a 4xx answer or a Redis error reply is a definite "not applied".
  */
-function mayHaveApplied(outcome: NodeOutcome): boolean {
+/** Whether a node's `SET` may have been applied, or still be applied, without a definite answer saying so. */
+export function mayHaveApplied(outcome: NodeOutcome): boolean {
   if (!isFailure(outcome.outcome)) return false;
   if (outcome.status !== undefined && outcome.status >= 300 && outcome.status < 500) return false;
   return (outcome.error as { redisError?: unknown } | undefined)?.redisError === undefined;

@@ -9,7 +9,7 @@ import type { Lock, ReleaseResult } from "../lock.js";
 import { releaseOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
 import { randomToken } from "../token.js";
-import { cleanUpAcquisition } from "./cleanup.js";
+import { cleanUpAcquisition, mayHaveApplied } from "./cleanup.js";
 
 /** How long a resource counts as contended after a release found waiters in line, in ms. */
 const HOT_AFTER_RELEASE_MS = 2000;
@@ -55,9 +55,9 @@ export async function releaseKeys(
       return answer.outcome;
     },
   });
-  // Nodes still answering when the outcome was clear finish in the background.
-  if (report.nodes.some((n) => n.outcome === "pending"))
-    engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
+  // Nodes still answering when the outcome was clear finish in the background. The fan-out's
+  // deadline settles every node, so its outcomes need no timer of their own.
+  if (report.nodes.some((n) => n.outcome === "pending")) engine.background.track(fan.outcomes);
   return { released: report.votes, nodes: report.nodes, report };
 }
 
@@ -94,10 +94,13 @@ export async function releaseLock(engine: Engine, lock: Lock): Promise<ReleaseRe
   engine.hot.leave(hotKeyOf(lock.keys), lock.token);
   const fan = lock.acquireFan;
   const finishedAtRelease = lock.acquireReport.nodes.map((_, i) => fan.isFinished(i));
+  // Common case: every acquire request had a definite answer before the release was sent (the
+  // report, taken at the quorum, may still show some as pending); nothing can land after our DEL.
+  const mayLandLater = finishedAtRelease.some((finished, i) => {
+    const outcome = fan.knownOutcome(i);
+    return !finished || outcome === undefined || mayHaveApplied(outcome);
+  });
   const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, lock.lastTtlMs);
-  // Common case: every acquire request had its answer; nothing can land after our DEL.
-  if (finishedAtRelease.includes(false) || lock.acquireReport.nodes.some((n) => n.outcome !== "acquired")) {
-    cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease);
-  }
+  if (mayLandLater) cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease);
   return result;
 }

@@ -128,7 +128,7 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
     const leanest = Math.min(...peers);
     if (own > leanest) {
       part.notes.push(
-        `edge-redlock is behind: ${fmt(own, 1)} µs against ${fmt(leanest, 1)} µs for the leanest peer. Per acquire + release it starts 2 fan-outs of ${n} node tasks, each fan-out with one AbortController and one deadline timer (Node's AbortController alone is about a tenth of the figure in a profile), and builds an attempt report with a per-node outcome list; the TCP peers' figure also leaves out ioredis, and the fetch transport (second row) costs more than the lock logic itself.`,
+        `edge-redlock is behind: ${fmt(own, 1)} µs against ${fmt(leanest, 1)} µs for the leanest peer. Per acquire + release it starts 2 fan-outs of ${n} node tasks, each with a deadline timer and a recycled AbortController, and builds an attempt report with a per-node outcome list; the TCP peers' figure also leaves out ioredis, and the fetch transport (second row) costs more than the lock logic itself.`,
       );
     }
   } finally {
