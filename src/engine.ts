@@ -126,19 +126,20 @@ export class Engine {
     const decided = await fan.decided;
     const startedAt = Math.min(spec.startedAt ?? fan.startedAt, fan.startedAt);
     const validity = ttlMs === undefined ? undefined : validityMs(ttlMs, startedAt, decided.decidedAt, o.driftFactor);
-    const report: AttemptReport = {
+    // Optional fields are assigned rather than spread: this runs twice per acquire + release.
+    const report: { -readonly [K in keyof AttemptReport]: AttemptReport[K] } = {
       operation,
       attempt,
       resources,
       quorum: o.quorum,
       votes: countYes(decided.outcomes, spec.yes),
       elapsedMs: decided.decidedAt - startedAt,
-      ...(validity === undefined ? {} : { validityMs: validity }),
       ok: decided.granted && (validity === undefined || validity > o.minValidityMs),
       nodes: decided.outcomes,
       requests: decided.requests,
-      ...(spec.polls ? { polls: spec.polls } : {}),
     };
+    if (validity !== undefined) report.validityMs = validity;
+    if (spec.polls) report.polls = spec.polls;
     callHook(o.onAttempt, report);
     return {
       report,
