@@ -13,6 +13,12 @@
  * listener limit itself). A controller is therefore retired after {@link MAX_USES} fan-outs, so
  * such leftovers stay bounded, and the pool holds at most {@link POOL_SIZE} idle controllers.
  * `RedisNode.command` documents that a node must stop using the signal once its promise settles.
+ *
+ * Only where a signal is a plain object: Node, Deno and Bun. On Cloudflare Workers an AbortSignal
+ * belongs to the request that created it (workerd keeps its canceler in the request's I/O
+ * context), so a fetch of another request given it fails ("Cannot perform I/O on behalf of a
+ * different request"); Vercel's Edge runtime and unknown runtimes are treated the same way. There
+ * every fan-out makes its own controller, as a native one costs little.
  * @module
  */
 
@@ -29,9 +35,25 @@ export interface PooledController {
 
 const idle: PooledController[] = [];
 
+/**
+ * Whether this runtime's signals may serve fan-outs of different requests: Node (`Node.js/…`, or
+ * no `navigator` at all before Node 21), Deno and Bun, by `navigator.userAgent`. Not Cloudflare
+ * Workers (`Cloudflare-Workers`) nor Vercel's Edge runtime (a global `EdgeRuntime`).
+ */
+export function signalsOutliveRequests(
+  scope: { navigator?: { userAgent?: unknown }; EdgeRuntime?: unknown } = globalThis,
+): boolean {
+  if (scope.EdgeRuntime !== undefined) return false;
+  if (scope.navigator === undefined) return true;
+  const agent = scope.navigator.userAgent;
+  return typeof agent === "string" && /^(Node\.js|Deno|Bun)\//.test(agent);
+}
+
+const recycle = signalsOutliveRequests();
+
 /** A controller whose signal has never aborted and has no fan-out using it. */
 export function borrowController(): PooledController {
-  const pooled = idle.pop() ?? { controller: new AbortController(), uses: 0 };
+  const pooled = (recycle ? idle.pop() : undefined) ?? { controller: new AbortController(), uses: 0 };
   pooled.uses++;
   return pooled;
 }
@@ -41,6 +63,6 @@ export function borrowController(): PooledController {
  * dropped: its signal stays aborted.
  */
 export function returnController(pooled: PooledController): void {
-  if (pooled.controller.signal.aborted || pooled.uses >= MAX_USES || idle.length >= POOL_SIZE) return;
+  if (!recycle || pooled.controller.signal.aborted || pooled.uses >= MAX_USES || idle.length >= POOL_SIZE) return;
   idle.push(pooled);
 }

@@ -3,6 +3,7 @@
  * serve another fan-out only when nothing can still abort it or listen to it.
  */
 import { describe, expect, it } from "vitest";
+import { signalsOutliveRequests } from "../../src/abort-controllers.js";
 import type { Clock } from "../../src/clock.js";
 import { type FanOut, fanOut, type TaskContext } from "../../src/fanout.js";
 import type { NodeOutcomeKind } from "../../src/report.js";
@@ -94,5 +95,18 @@ describe("fan-out signals", () => {
     await next.fan.outcomes;
     expect(next.signals[0]).not.toBe(aborted.signals[0]);
     expect(next.signals[0]?.aborted).toBe(false);
+  });
+});
+
+describe("where signals are recycled", () => {
+  it("Node, Deno and Bun; not Cloudflare Workers, Vercel's Edge runtime or an unknown runtime", () => {
+    expect(signalsOutliveRequests({})).toBe(true); // Node 20: no navigator
+    expect(signalsOutliveRequests({ navigator: { userAgent: "Node.js/22" } })).toBe(true);
+    expect(signalsOutliveRequests({ navigator: { userAgent: "Deno/2.9.6" } })).toBe(true);
+    expect(signalsOutliveRequests({ navigator: { userAgent: "Bun/1.4.5" } })).toBe(true);
+    expect(signalsOutliveRequests({ navigator: { userAgent: "Cloudflare-Workers" } })).toBe(false);
+    expect(signalsOutliveRequests({ EdgeRuntime: "edge-runtime" })).toBe(false);
+    expect(signalsOutliveRequests({ navigator: {} })).toBe(false);
+    expect(signalsOutliveRequests({ navigator: { userAgent: "SomethingElse/1" } })).toBe(false);
   });
 });
