@@ -61,7 +61,7 @@
  * @module
  */
 import type { Clock } from "../clock.js";
-import { type Decided, fanOut } from "../fanout.js";
+import { type Decided, type FanOut, fanOut } from "../fanout.js";
 import type { NodeOutcome } from "../report.js";
 import type { RedisNode } from "../transport.js";
 import { proposeFence, raiseFence } from "./arithmetic.js";
@@ -137,10 +137,11 @@ export interface FencedAttemptResult {
   readonly requests: number;
   readonly reason?: FencedRefusal;
   /**
-   * Per node: resolves when its phase-1 request has finished (also after the vote). On failure
-   * the caller releases the keys everywhere, waiting for these before releasing on a straggler.
+   * Phase 1's fan-out, whose requests set the lock keys: its nodes' final outcomes and when each
+   * request finished (also after the vote). On failure, and after a release, the caller cleans
+   * up after the requests whose fate was unknown.
    */
-  readonly acquireFinished: readonly Promise<void>[];
+  readonly acquireFan: FanOut;
   /**
    * Quarantine and repair of nodes found lost or recovering, run off the critical path. Never
    * rejects. Await it (or hand it to `waitUntil`) before retrying after a failure, so the next
@@ -196,7 +197,7 @@ export async function fencedAttempt(options: FencedAttemptOptions): Promise<Fenc
     decidedAt,
     phases,
     requests,
-    acquireFinished: phase1.finished,
+    acquireFan: phase1,
     maintenance,
     ...extra,
   });

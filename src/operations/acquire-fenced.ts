@@ -7,6 +7,7 @@
 import type { Engine } from "../engine.js";
 import { callHook } from "../engine.js";
 import { FencingError } from "../errors.js";
+import type { FanOut } from "../fanout.js";
 import { assertQuarantineCovers } from "../fencing/arithmetic.js";
 import { fencedAttempt } from "../fencing/attempt.js";
 import { Lock, type LockOperations } from "../lock.js";
@@ -64,7 +65,7 @@ export async function attemptFenced(
     ...(polls ? { polls } : {}),
   };
   callHook(o.onAttempt, report);
-  const fan = fanOfPhase1(result.startedAt, phase1, result.acquireFinished);
+  const fan = fanOfPhase1(result.acquireFan);
   if (report.ok) {
     const lock = new Lock({
       resources,
@@ -93,25 +94,21 @@ export async function attemptFenced(
 }
 
 /**
- * Phase 1 as the cleanup sees an acquisition: a node still answering at the decision may have
- * applied our `SET` (its fate is unknown until its request finished: treated as a timeout).
+ * Phase 1 as the cleanup sees an acquisition: a node whose request failed may still have applied
+ * the fence-acquire script (its fate is unknown: treated as a timeout). Nodes still answering at
+ * the decision count by their final answer. Before, they counted as timeouts whatever they
+ * answered: a release then swept them until the TTL ran out, 15 requests for a release on 5 nodes.
  */
-function fanOfPhase1(startedAt: number, nodes: readonly NodeOutcome[], finished: readonly Promise<void>[]): AcquireFan {
-  const done = nodes.map(() => false);
-  finished.forEach((promise, i) => {
-    void promise.then(() => {
-      done[i] = true;
-    });
-  });
-  const final = nodes.map(
-    (n): NodeOutcome => (n.outcome === "pending" || isFailure(n.outcome) ? { ...n, outcome: "timeout" } : n),
-  );
-  const outcomes = Promise.all(finished).then(() => final);
+function fanOfPhase1(phase1: FanOut): AcquireFan {
+  const fateUnknown = (n: NodeOutcome): NodeOutcome => (isFailure(n.outcome) ? { ...n, outcome: "timeout" } : n);
   return {
-    startedAt,
-    outcomes,
-    finished,
-    isFinished: (i) => done[i] === true,
-    knownOutcome: (i) => (done[i] === true ? final[i] : undefined),
+    startedAt: phase1.startedAt,
+    outcomes: phase1.outcomes.then((outcomes) => outcomes.map(fateUnknown)),
+    finished: phase1.finished,
+    isFinished: phase1.isFinished,
+    knownOutcome: (i) => {
+      const outcome = phase1.knownOutcome(i);
+      return outcome && fateUnknown(outcome);
+    },
   };
 }

@@ -14,6 +14,7 @@ import {
   proposeFence,
   raiseFence,
 } from "../../src/fencing/index.js";
+import { Redlock } from "../../src/index.js";
 import { fenceRatchetScript } from "../../src/scripts/fence-ratchet.js";
 import type { RedisReply } from "../../src/transport.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
@@ -318,5 +319,26 @@ describe("the fenced-write guard (resource side)", () => {
     expect(await run(write(node, "6", "D", "v3"))).toEqual([1, "6"]);
     expect(node.get("acct")).toBe("v3");
     await expect(run(write(node, "0", "E", "x"))).rejects.toThrow(NodeError);
+  });
+});
+
+describe("a fenced lock's release", () => {
+  it("once every phase-1 request has answered, sends one release per node and nothing after", async () => {
+    const nodes = fakeNodes(5);
+    markInitialized(nodes);
+    // Two nodes answer after the quorum decided phase 1: pending in the acquire report.
+    nodes.forEach((node, i) => {
+      node.behaviour = { kind: "ok", latencyMs: i < 3 ? 1 : 20 };
+    });
+    const redlock = new Redlock({ nodes, clock: fakeClock, fencing: true });
+    const lock = await run(redlock.acquire("r", 5000));
+    expect(lock.acquireReport.nodes.filter((n) => n.outcome === "pending").length).toBeGreaterThan(0);
+    await run(new Promise((resolve) => setTimeout(resolve, 100)));
+    await run(redlock.settled());
+    const before = nodes.map((node) => node.log.length);
+    await run(lock.release());
+    // Anything the release leaves in the background (a sweep lasts up to the TTL) runs here.
+    await run(redlock.settled());
+    expect(nodes.map((node, i) => node.log.length - (before[i] as number))).toEqual([1, 1, 1, 1, 1]);
   });
 });
