@@ -57,6 +57,8 @@ const MAX_POLL_MS = 100;
  * hold recorded yet: until the first release through the gate), in ms.
  */
 const MAX_UNPREDICTED_POLL_MS = 100;
+/** Shortest first placeholder on a gate out of step before any hold is recorded, in ms. */
+const MIN_UNKNOWN_PLACEHOLDER_MS = 200;
 /** Waiters further back than this many turns wake early, as estimates of many turns add up errors. */
 const FAR_BACK = 6;
 /** Longest sleep of a waiter far back in line before it polls again, in ms. */
@@ -358,13 +360,18 @@ class Acquisition {
   /**
    * How long a placeholder left on the gate lasts. The first lasts two of the holds the gate has
    * seen: a holder that won without the gate took the lock a moment ago and lets go within about
-   * a hold, and the whole line waits for the placeholder. A request deadline (1 s by default), as
-   * before any hold is known, stood the line still for most of a second after that holder let
-   * go. A gate that lost its keys shows itself again each time: then twice as long each time.
+   * a hold, and the whole line waits for the placeholder. A request deadline (1 s by default)
+   * stood the line still for most of a second after that holder let go. Before any hold is
+   * recorded (a line that is forming, or a gate that lost its keys) it lasts four of our round
+   * trips, at least 200 ms: a line that formed under per-node jitter and load stood still for
+   * 900 ms behind a first placeholder of a request deadline while the holder had let go, and
+   * waiters with 0.9 s of patience gave up. A gate out of step shows itself again each time:
+   * then twice as long each time, so a long hold costs a few fan-outs.
    */
   get #placeholderMs(): number {
     const longest = Math.max(50, this.#o.requestTimeoutMs);
-    const first = this.#holdMs > 0 ? Math.min(Math.max(50, 2 * this.#holdMs), longest) : longest;
+    const unknownHold = this.#rtt > 0 ? Math.max(MIN_UNKNOWN_PLACEHOLDER_MS, 4 * this.#rtt) : longest;
+    const first = Math.min(this.#holdMs > 0 ? Math.max(50, 2 * this.#holdMs) : unknownHold, longest);
     return Math.min(first * 2 ** this.#outOfStep, this.#request.ttlMs);
   }
 

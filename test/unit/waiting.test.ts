@@ -189,6 +189,34 @@ describe("a hot key with default options", () => {
     expect(gateRequests).toBeLessThan(15);
   });
 
+  it("before any hold is recorded, a gate out of step stands the line still for a few round trips, not a request deadline", async () => {
+    // A line forming under per-node jitter: a client won the other nodes but not the gate, and
+    // lets go 150 ms later. TTL 10 s, so the request deadline is 1 s. A waiter takes the empty gate and finds the others held: its
+    // placeholder lasted a request deadline (1 s) when no hold was recorded yet, and the whole
+    // line stood still behind it (waiters with 0.9 s of patience gave up in the bench).
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 2 };
+    const gate = gateIndex(["fresh"], 5);
+    nodes.forEach((n, i) => {
+      if (i !== gate) n.occupy("fresh", "won-without-the-gate", 150);
+    });
+    const started = Date.now();
+    let acquiredAt: number | undefined;
+    const acquiring = new Redlock({ nodes, clock: fakeClock }).acquire("fresh", 10_000).then(async (lock) => {
+      acquiredAt = Date.now();
+      await lock.release();
+    });
+    let done = false;
+    void acquiring.then(() => {
+      done = true;
+    });
+    for (let t = 0; !done && t < 10_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+    await acquiring;
+    // The holder let go at 150 ms; a first placeholder of 200 ms (four round trips, at least
+    // 200 ms) ends before 300 ms.
+    expect((acquiredAt ?? Number.POSITIVE_INFINITY) - started).toBeLessThan(500);
+  });
+
   it("a waiter far back in a moving line does not give up, though its sleep outlasts its patience", async () => {
     // Patience without progress: 9 backoff ceilings of 100 ms. A waiter 31st in line sleeps
     // longer than that between polls; it must look again before giving up.
