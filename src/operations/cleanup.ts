@@ -157,7 +157,6 @@ async function releaseOne(
  * it: a timeout, an abort, a transport failure or a server error (a proxy may have passed the
  * command on). A redirect, a 4xx answer or a Redis error reply is a definite "not applied".
  */
-/** Whether a node's `SET` may have been applied, or still be applied, without a definite answer saying so. */
 export function mayHaveApplied(outcome: NodeOutcome): boolean {
   if (!isFailure(outcome.outcome)) return false;
   if (outcome.status !== undefined && outcome.status >= 300 && outcome.status < 500) return false;
