@@ -99,13 +99,12 @@ export function fanOut(options: FanOutOptions): FanOut {
 
   const pooled = borrowController();
   const { controller } = pooled;
-  let everyNodeSettled = false;
   const callerSignal = options.signal;
   // The outcome is whichever comes first: the task's answer or the abort. A task that ignores
   // its signal must not hold up the vote; `finished` still tracks it.
   const abort = (reason: unknown) => {
     // Once every node settled the controller may serve another fan-out: never abort it from here.
-    if (everyNodeSettled || controller.signal.aborted) return;
+    if (yes + no === count || controller.signal.aborted) return;
     controller.abort(reason);
     for (let i = 0; i < count; i++) settle(i, undefined, reason);
   };
@@ -148,7 +147,6 @@ export function fanOut(options: FanOutOptions): FanOut {
       }
     }
     if (yes + no === count) {
-      everyNodeSettled = true;
       clearTimeout(timer);
       callerSignal?.removeEventListener("abort", onCallerAbort);
       // Unless it aborted, every node settled through its own task: no task uses the signal now.
