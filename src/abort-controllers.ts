@@ -1,10 +1,10 @@
 /**
  * Recycled AbortControllers for fan-outs.
  *
- * Why: on Node 20 `new AbortController()` costs 3–5 µs of CPU plus the garbage of an EventTarget
- * whose prototype was swapped after creation; two per acquire + release were a third of the
- * client's CPU on instant nodes (45 µs against 30 µs with the controller swapped for a plain
- * object, measured interleaved in one process). A fan-out only aborts its controller at its
+ * Why: on Node 20 `new AbortController()` builds an EventTarget and then swaps its prototype,
+ * which is slow and leaves garbage; with two per acquire + release it was the largest single
+ * item of the client's CPU on instant nodes (`npm run bench -- --parts cpu`). A fan-out only
+ * aborts its controller at its
  * deadline or when the caller aborts; when every task finished without that, nothing was ever
  * signalled and the next fan-out can use the same controller.
  *

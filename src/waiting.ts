@@ -360,13 +360,12 @@ class Acquisition {
   /**
    * How long a placeholder left on the gate lasts. The first lasts two of the holds the gate has
    * seen: a holder that won without the gate took the lock a moment ago and lets go within about
-   * a hold, and the whole line waits for the placeholder. A request deadline (1 s by default)
-   * stood the line still for most of a second after that holder let go. Before any hold is
-   * recorded (a line that is forming, or a gate that lost its keys) it lasts four of our round
-   * trips, at least 200 ms: a line that formed under per-node jitter and load stood still for
-   * 900 ms behind a first placeholder of a request deadline while the holder had let go, and
-   * waiters with 0.9 s of patience gave up. A gate out of step shows itself again each time:
-   * then twice as long each time, so a long hold costs a few fan-outs.
+   * a hold, and the whole line waits for the placeholder. Before any hold is recorded (a line
+   * that is forming, or a gate that lost its keys) it lasts four of our round trips, at least
+   * 200 ms: a request deadline (1 s by default) stood the line still for most of a second after
+   * the holder had let go, and waiters with 0.9 s of patience gave up (the bench at C = 8 with
+   * jitter; test/unit/waiting.test.ts). A gate out of step shows itself again each time: then
+   * twice as long each time, so a long hold costs a few fan-outs.
    */
   get #placeholderMs(): number {
     const longest = Math.max(50, this.#o.requestTimeoutMs);
@@ -475,10 +474,9 @@ class Acquisition {
     // first in line with most of the hold still ahead to plan our take: a third of the way into
     // the window from that take to a round trip before its release. A turn is the line's measured
     // pace, but at most a hold plus the margin of a take and a quarter of a round trip (a line
-    // that waits for late wakers would otherwise teach them to wake later still). Without the
-    // quarter round trip (timers fire late, takes land after the margin), a waiter six turns back
-    // planned on 80 ms turns where the line took 82-87 ms, and most waiters polled twice per turn
-    // of their own at C = 8: 68-86 polls at rank 1 per 100 grants, 44-51 with it, no more late heads.
+    // that waits for late wakers would otherwise teach them to wake later still). Capped at a hold
+    // plus the margin alone, the turn was a few ms short on real timers (they fire late, and takes
+    // land after the margin), so a waiter several turns back woke a turn early and polled twice.
     // An early wake costs a poll, a late one a round trip of the handoff. Measured from the
     // answer's arrival: the next poll lands a round trip after it is sent.
     const margin = this.#margin(answer);
