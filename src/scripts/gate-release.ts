@@ -17,7 +17,10 @@ import type { Script } from "./script.js";
  *
  * A release that deleted our keys notes the time, counts a turn (waiters see the line move by
  * it), and measures the interval since the previous release with waiters in line (the line's
- * pace, from which waiters far back know when to look again). When the hold began with a take at
+ * pace, from which waiters far back know when to look again). It does so only where a line is or
+ * was (the stats exist, or a waiter holds a lease): an uncontended lock leaves nothing behind on
+ * the gate, where a record kept for ten minutes per key ever released would add up to megabytes
+ * for a lock per user or per request. When the hold began with a take at
  * the gate, it also records how long the hold lasted: the TTL less the key's PTTL, averaged over
  * releases, with the average deviation, from which the gate predicts the next release. A plain
  * fan-out teaches nothing: its start may lie anywhere in a burst of contenders. A take by a poll
@@ -66,7 +69,7 @@ if deleted > 0 and left > 0 and left <= ttl and redis.call("HGET", stats, "taker
   end
   redis.call("HSET", stats, "hold", hold, "dev", dev, "ttl", ttl, "learned", learned)
 end
-if deleted > 0 then
+if deleted > 0 and (waiting > 0 or redis.call("EXISTS", stats) == 1) then
   local cycle = tonumber(redis.call("HGET", stats, "cycle") or "0")
   local contended = tonumber(redis.call("HGET", stats, "contended") or "0")
   if contended > 0 and now > contended then
@@ -101,5 +104,5 @@ local function stat(field)
   return tonumber(redis.call("HGET", stats, field) or "0")
 end
 return {deleted, waiting, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns")}`,
-  sha1: "4fe192a3ac6ed5ec3acfb23d438ce91247611b60",
+  sha1: "a0b8b65d5e0991a0c76209cc7ccd86be3653b143",
 });

@@ -7,7 +7,7 @@ import { gateIndex } from "../../src/gate.js";
 import { Redlock } from "../../src/index.js";
 import { gateScript } from "../../src/scripts/gate.js";
 import { expectClaimHolds } from "./support/claims.js";
-import { uniqueKey } from "./support/nodes.js";
+import { raw, uniqueKey } from "./support/nodes.js";
 import { useOwnCluster } from "./support/own-cluster.js";
 
 const nodesOf = useOwnCluster();
@@ -105,5 +105,38 @@ describe("while the lock is held elsewhere", () => {
     const acquired = await waiting;
     await expectClaimHolds(endpoints(), acquired);
     await acquired.release();
+  });
+});
+
+describe("what the gate keeps on the nodes", () => {
+  /** Every key on any node whose name contains `label`: the lock keys and the gate's records. */
+  async function keysNamed(label: string): Promise<string[]> {
+    const found = await Promise.all(endpoints().map((e) => raw(e, "KEYS", `*${label}*`)));
+    return found.flat() as string[];
+  }
+
+  it("an uncontended lock leaves nothing behind, while a line keeps its record", async () => {
+    // A lock per user or per request: every key ever released used to leave a record on its gate
+    // node for ten minutes.
+    const label = uniqueKey("leaves-nothing");
+    const redlock = new Redlock({ nodes: endpoints() });
+    for (let i = 0; i < 20; i++) {
+      const lock = await redlock.acquire(`${label}:${i}`, 10_000);
+      await lock.release();
+    }
+    expect(await keysNamed(label)).toEqual([]);
+
+    // With a waiter in line, the gate keeps what waiters plan by: the release counts a turn.
+    const hot = `${label}:hot`;
+    const holder = await redlock.acquire(hot, 10_000);
+    const waiting = new Redlock({ nodes: endpoints() }).acquire(hot, 10_000);
+    await sleep(300);
+    await holder.release();
+    const next = await waiting;
+    const stats = (await keysNamed(label)).filter((k) => k.endsWith(":stats"));
+    expect(stats).toHaveLength(1);
+    const node = endpoints()[gateIndex([hot], 5)] as { url: string; token: string };
+    expect(await raw(node, "HGET", stats[0] as string, "turns")).toBe("1");
+    await next.release();
   });
 });

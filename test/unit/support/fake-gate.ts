@@ -30,6 +30,8 @@ interface GateState {
   aimed: boolean;
   learnedAimed: boolean;
   turns: number;
+  /** Whether the stats hash exists on the node (a waiter polled, a take or a recorded release). */
+  written: boolean;
 }
 
 const states = new WeakMap<GateStore, Map<string, GateState>>();
@@ -57,6 +59,7 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       aimed: false,
       learnedAimed: false,
       turns: 0,
+      written: false,
     };
     byKey.set(queueKey, state);
   }
@@ -106,7 +109,10 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
   let ticket = state.queue.get(waiter) ?? 0;
   if (ticket === 0) {
     ticket = Number(argv[6]);
-    if (ticket <= 0) ticket = ++state.seq;
+    if (ticket <= 0) {
+      ticket = ++state.seq;
+      state.written = true;
+    }
     state.queue.set(waiter, ticket);
   }
   const rank = rankOf(state, waiter);
@@ -121,6 +127,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.took = now;
     state.taker = token;
     state.aimed = mode === "aim";
+    state.written = true;
     return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle, state.turns];
   }
   state.leases.set(waiter, now + Number(lease));
@@ -158,7 +165,8 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
     state.learnedAimed ||= state.aimed;
     state.ttl = ttl;
   }
-  if (deleted > 0) {
+  if (deleted > 0 && (waiting > 0 || state.written)) {
+    state.written = true;
     if (state.contended > 0 && now > state.contended) {
       const interval = now - state.contended;
       state.cycle = state.cycle === 0 ? interval : Math.floor((3 * state.cycle + interval) / 4);
