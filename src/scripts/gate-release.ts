@@ -20,9 +20,9 @@ import type { Script } from "./script.js";
  * pace, from which waiters far back know when to look again). It does so only where a line is or
  * was (the stats exist, or a waiter holds a lease): an uncontended lock leaves nothing behind on
  * the gate, where a record kept for ten minutes per key ever released would add up to megabytes
- * for a lock per user or per request. When the hold began with a take at
- * the gate, it also records how long the hold lasted: the TTL less the key's PTTL, averaged over
- * releases, with the average deviation, from which the gate predicts the next release. A plain
+ * for a lock per user or per request. When the hold began with a take at the gate, it also
+ * records how long the hold lasted: the TTL less the key's PTTL, averaged over releases, with the
+ * average deviation, from which the gate predicts the next release. A plain
  * fan-out teaches nothing: its start may lie anywhere in a burst of contenders. A take by a poll
  * is followed by a round trip to the other nodes, while a take aimed at the release shares its
  * round trip with them. Holds of the second kind are the ones waiters plan by, so the first of
