@@ -57,6 +57,15 @@ describe("npm run bench, smoke", () => {
       });
   });
 
+  it("overlapping resource sets: no key has two holders under any lock, and the checker catches clients without one", () => {
+    const overlap = run.parts.find((p) => p.id === "overlap")!;
+    const locked = overlap.violations.filter((v) => !v.label.includes("negative control"));
+    expect(locked.length).toBe(3);
+    for (const v of locked) expect({ label: v.label, overlaps: v.overlaps }).toEqual({ label: v.label, overlaps: 0 });
+    const control = overlap.violations.find((v) => v.label.includes("negative control"))!;
+    expect(control.overlaps).toBeGreaterThan(0);
+  });
+
   it("catches the negative control: clients without a lock overlap and lose updates", () => {
     const hot = run.parts.find((p) => p.id === "hotkey")!;
     const control = hot.violations.find((v) => v.label.includes("negative control"))!;

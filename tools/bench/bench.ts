@@ -13,6 +13,7 @@ import { bundlePart } from "./parts/bundle.js";
 import { cpuPart } from "./parts/cpu.js";
 import { hotKeyPart } from "./parts/hotkey.js";
 import { floorPart, slowNodePart, uncontendedPart } from "./parts/latency.js";
+import { overlapPart } from "./parts/overlap.js";
 import { subrequestsPart } from "./parts/subrequests.js";
 import { type Environment, printPart, writeResults } from "./report.js";
 import { SYSTEMS } from "./systems.js";
@@ -22,6 +23,7 @@ export const PARTS = {
   uncontended: uncontendedPart,
   "slow-node": slowNodePart,
   hotkey: hotKeyPart,
+  overlap: overlapPart,
   cpu: cpuPart,
   bundle: bundlePart,
   subrequests: subrequestsPart,
