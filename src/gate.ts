@@ -35,6 +35,12 @@ export interface GateAnswer {
   readonly cycleMs: number;
   /** How many releases through the gate it has seen: the line moves when this grows. */
   readonly turns: number;
+  /**
+   * Within the last 2 s a poll found some of the lock keys held on the gate and others free: a
+   * different resource set that shares keys with ours holds them, and its releases never pass
+   * through our gate.
+   */
+  readonly contested: boolean;
 }
 
 /**
@@ -92,11 +98,11 @@ export async function pollGate(
     ],
     context,
   );
-  const [taken, rank, pttlMs, freeInMs, holdMs, ticket, holdDeviationMs, cycleMs, turns] = integers(
+  const [taken, rank, pttlMs, freeInMs, holdMs, ticket, holdDeviationMs, cycleMs, turns, contested] = integers(
     node,
     gateScript,
     reply,
-    9,
+    10,
   );
   if ((taken !== 0 && taken !== 1) || rank < -1) throw badReply(node, gateScript, reply);
   return {
@@ -106,6 +112,7 @@ export async function pollGate(
     freeInMs: taken === 1 ? 0 : Math.max(0, freeInMs),
     releasedAgoMs: taken === 1 ? freeInMs : -1,
     ticket,
+    contested: contested === 1,
     ...figures(holdMs, holdDeviationMs, cycleMs, turns),
   };
 }

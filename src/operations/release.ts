@@ -81,6 +81,7 @@ function placeOf(requeue: { waiter: string; leaseMs: number }, answer: GateRelea
       holdDeviationMs: answer.holdDeviationMs,
       cycleMs: answer.cycleMs,
       turns: answer.turns,
+      contested: false,
     },
   };
 }

@@ -17,6 +17,10 @@
  * that expired or was released elsewhere), the half hold counts from a whole hold after the last
  * take: counted from the last release only, a place nobody came back for stood at the head until
  * its lease ran out.
+ * A poll that finds the lock keys partly held (some set, some free) has met another resource set
+ * that shares keys with ours: its releases never pass through this gate. The gate notes the time,
+ * and for the next 2 s every poll answers `contested`, so that this set's waiters wait with
+ * fan-outs instead of standing in a line that cannot see the other set's turns.
  * @module
  */
 import type { Script } from "./script.js";
@@ -32,7 +36,7 @@ import type { Script } from "./script.js";
  * ARGV[6]: n, the number of lock keys. ARGV[7]: the waiter's earlier ticket, or 0 for none (a
  * waiter whose take failed elsewhere keeps its place).
  *
- * Returns `{taken, rank, pttl, freeIn, hold, ticket, dev, cycle, turns}`: `taken` 1 when the keys
+ * Returns `{taken, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested}`: `taken` 1 when the keys
  * were set; `rank` the waiter's place in line (0 first); `pttl` the longest PTTL of the lock keys
  * (-2 when free);
  * `freeIn` the predicted milliseconds until the lock frees up (bounded by `pttl`; `pttl` itself
@@ -40,7 +44,8 @@ import type { Script } from "./script.js";
  * through the gate, -1 when the keys were free without a recorded release); `hold` the average
  * hold in ms (0 while unknown); `ticket` the waiter's ticket; `dev` the average deviation of a hold
  * from `hold`; `cycle` the average interval between two releases with waiters in line (0 while
- * unknown); `turns` how many releases the gate has seen (the line moves when it grows).
+ * unknown); `turns` how many releases the gate has seen (the line moves when it grows);
+ * `contested` 1 when a poll found the lock keys partly held within the last 2 s (0 after a take).
  */
 export const gateScript: Script = Object.freeze({
   name: "gate",
@@ -62,14 +67,28 @@ if mode == "leave" then
       redis.call("DEL", KEYS[i])
     end
   end
-  return {0, -1, -2, 0, 0, 0, 0, 0, 0}
+  return {0, -1, -2, 0, 0, 0, 0, 0, 0, 0}
 end
 local pttl = -2
+local held = 0
 for i = 1, n do
   local p = redis.call("PTTL", KEYS[i])
-  if p ~= -2 and (p == -1 or p > pttl) then
-    pttl = p
+  if p ~= -2 then
+    held = held + 1
+    if p == -1 or p > pttl then
+      pttl = p
+    end
   end
+end
+local contested = 0
+local foreign = tonumber(redis.call("HGET", stats, "foreign") or "0")
+if held > 0 and held < n then
+  foreign = now
+  redis.call("HSET", stats, "foreign", now)
+  redis.call("PEXPIRE", stats, 600000)
+end
+if foreign > 0 and now - foreign < 2000 then
+  contested = 1
 end
 local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
 local ttl = tonumber(redis.call("HGET", stats, "ttl") or "0")
@@ -109,7 +128,7 @@ if (mode == "take" or mode == "aim") and pttl == -2 and (rank == 0 or late) then
   end
   redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "aimed", aimed, "took", now)
   redis.call("PEXPIRE", stats, 600000)
-  return {1, 0, -2, ago, hold, ticket, dev, cycle, turns}
+  return {1, 0, -2, ago, hold, ticket, dev, cycle, turns, 0}
 end
 redis.call("ZADD", leases, now + tonumber(ARGV[5]), waiter)
 local keep = tonumber(ARGV[5]) + 1000
@@ -131,6 +150,6 @@ if pttl ~= -2 then
     end
   end
 end
-return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns}`,
-  sha1: "200418ef12de1f895e8f094a9f4c2c01432fe136",
+return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested}`,
+  sha1: "51761e8487ba4816aea667ba63f06c98bdb1cad1",
 });

@@ -152,6 +152,53 @@ describe("gate scripts: what the gate learns", () => {
   });
 });
 
+describe("gate scripts: keys shared with another resource set", () => {
+  it("a poll that finds the lock keys partly held says contested, for 2 s, on real Redis and in the model", async () => {
+    const node = restNode(nodes[0] as { url: string; token: string });
+    const model = modelStore();
+    const [a, b] = [uniqueKey("contested-a"), uniqueKey("contested-b")].sort() as [string, string];
+    const keys = [a, b, ...gateKeys([a, b])];
+    const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
+    const poll = async (waiter: string) => {
+      const real = await pollGate(
+        node,
+        [a, b],
+        { waiter, mode: "take", token: "t".repeat(40), ttlMs: 5000, leaseMs: 5000, ticket: 0 },
+        context(),
+      );
+      const modelled = runGate(model, keys, [waiter, "take", "t".repeat(40), "5000", "5000", "2", "0"]) as number[];
+      return {
+        real: { taken: real.taken, contested: real.contested },
+        modelled: { taken: modelled[0] === 1, contested: modelled[9] === 1 },
+      };
+    };
+
+    // All free, then all held by one holder of the same set: not contested.
+    const same = "s".repeat(40);
+    for (const key of [a, b]) {
+      await node.command(["SET", key, same, "PX", 5000], AbortSignal.timeout(5000));
+      model.set(key, same, 5000);
+    }
+    const whole = await poll("w1");
+    expect(whole.real).toEqual({ taken: false, contested: false });
+    expect(whole.modelled).toEqual(whole.real);
+
+    // Only b held, by another set's holder: contested.
+    await node.command(["DEL", a], AbortSignal.timeout(5000));
+    model.del(a);
+    const part = await poll("w1");
+    expect(part.real).toEqual({ taken: false, contested: true });
+    expect(part.modelled).toEqual(part.real);
+
+    // Free again, within 2 s: a waiter further back still hears of it (the first in line takes).
+    await node.command(["DEL", b], AbortSignal.timeout(5000));
+    model.del(b);
+    const after = await poll("w2");
+    expect(after.real).toEqual({ taken: false, contested: true });
+    expect(after.modelled).toEqual(after.real);
+  });
+});
+
 describe("gate scripts: a place kept by a release", () => {
   it("a release with others in line puts the releaser at the back, on real Redis and in the model", async () => {
     const { node, model, key, keys, context, request, modelPoll } = gateFixture("gate-requeue");

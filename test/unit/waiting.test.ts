@@ -228,6 +228,76 @@ describe("a hot key with default options", () => {
   });
 });
 
+describe("overlapping resource sets", () => {
+  /** 8 clients, half looping over ["a", "b"], half over ["b", "c"], for 20 s of fake time. */
+  async function overlappingSets(seed: number) {
+    // Backoff draws come from Math.random: a seeded generator makes each run repeatable.
+    let state = seed;
+    vi.spyOn(Math, "random").mockImplementation(() => {
+      state = (state + 0x6d2b79f5) | 0;
+      let t = Math.imul(state ^ (state >>> 15), 1 | state);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    });
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20, jitterMs: 0 };
+    const sets = [
+      ["a", "b"],
+      ["b", "c"],
+    ];
+    const grants = [0, 0];
+    const holders = new Map<string, number>();
+    let overlaps = 0;
+    const end = Date.now() + 20_000;
+    const loops = Array.from({ length: 8 }, async (_, client) => {
+      const set = client % 2;
+      const keys = sets[set] as string[];
+      const redlock = new Redlock({ nodes, clock: fakeClock });
+      while (Date.now() < end) {
+        try {
+          const lock = await redlock.acquire(keys, 2000);
+          for (const key of keys) {
+            holders.set(key, (holders.get(key) ?? 0) + 1);
+            if ((holders.get(key) ?? 0) > 1) overlaps++;
+          }
+          await new Promise((r) => setTimeout(r, 40));
+          for (const key of keys) holders.set(key, (holders.get(key) ?? 1) - 1);
+          grants[set] = (grants[set] ?? 0) + 1;
+          await lock.release();
+        } catch (error) {
+          // Giving up after the attempts (held elsewhere throughout) is allowed: call again.
+          if (!(error instanceof LockHeldError)) throw error;
+        }
+      }
+    });
+    let done = false;
+    const all = Promise.all(loops).finally(() => {
+      done = true;
+    });
+    for (let t = 0; !done && t < 80_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+    await all;
+    vi.mocked(Math.random).mockRestore();
+    const [ab = 0, bc = 0] = grants;
+    return { smaller: Math.min(ab, bc), total: ab + bc, overlaps };
+  }
+
+  it("sets that share a key ([a, b] and [b, c]) both make progress, and no key ever has two holders", async () => {
+    // Each set has its own gate and line, and neither line sees the other's releases. Before, the
+    // line whose takes were aimed at its own releases kept the shared key: here the other set got
+    // 5 of 329 grants in 20 s (1.5 %), and 0–3 % in some runs of the bench on real nodes. A waiter
+    // whose gate shows its keys partly held now leaves the line for fan-outs with backoff, and so
+    // do that gate's other waiters for the next 2 s.
+    const runs = [];
+    for (const seed of [1, 2, 3]) runs.push(await overlappingSets(seed));
+    for (const run of runs) {
+      expect(run.overlaps).toBe(0);
+      expect(run.total).toBeGreaterThan(200);
+    }
+    const share = runs.reduce((sum, r) => sum + r.smaller, 0) / runs.reduce((sum, r) => sum + r.total, 0);
+    expect(share).toBeGreaterThanOrEqual(0.1);
+  });
+});
+
 describe("one client, many callers", () => {
   it("acquisitions of a key this client is already acquiring or holding go straight to the line, without a fan-out each", async () => {
     // One client shared by the requests of a Worker isolate or a Node process: eight of them

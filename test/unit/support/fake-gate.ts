@@ -32,6 +32,8 @@ interface GateState {
   turns: number;
   /** Whether the stats hash exists on the node (a waiter polled, a take or a recorded release). */
   written: boolean;
+  /** When a poll last found the lock keys partly held (another resource set holds shared keys). */
+  foreign: number;
 }
 
 const states = new WeakMap<GateStore, Map<string, GateState>>();
@@ -60,6 +62,7 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       learnedAimed: false,
       turns: 0,
       written: false,
+      foreign: 0,
     };
     byKey.set(queueKey, state);
   }
@@ -99,13 +102,20 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.queue.delete(waiter);
     state.leases.delete(waiter);
     for (const key of lockKeys) if (store.get(key) === token) store.del(key);
-    return [0, -1, -2, 0, 0, 0, 0, 0, 0];
+    return [0, -1, -2, 0, 0, 0, 0, 0, 0, 0];
   }
   let pttl = -2;
+  let held = 0;
   for (const key of lockKeys) {
     const p = store.pttl(key);
+    if (p !== -2) held++;
     if (p !== -2 && (p === -1 || p > pttl)) pttl = p;
   }
+  if (held > 0 && held < n) {
+    state.foreign = now;
+    state.written = true;
+  }
+  const contested = state.foreign > 0 && now - state.foreign < 2000 ? 1 : 0;
   let ticket = state.queue.get(waiter) ?? 0;
   if (ticket === 0) {
     ticket = Number(argv[6]);
@@ -128,7 +138,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.taker = token;
     state.aimed = mode === "aim";
     state.written = true;
-    return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle, state.turns];
+    return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle, state.turns, 0];
   }
   state.leases.set(waiter, now + Number(lease));
   let freeIn = 0;
@@ -139,7 +149,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
       if (pttl === -1 || predicted < pttl) freeIn = predicted;
     }
   }
-  return [0, rank, pttl, freeIn, state.hold, ticket, state.dev, state.cycle, state.turns];
+  return [0, rank, pttl, freeIn, state.hold, ticket, state.dev, state.cycle, state.turns, contested];
 }
 
 export function runGateRelease(store: GateStore, keys: string[], argv: string[]): RedisReply {
