@@ -4,9 +4,8 @@
  * Why: on Node 20 `new AbortController()` builds an EventTarget and then swaps its prototype,
  * which is slow and leaves garbage; with two per acquire + release it was the largest single
  * item of the client's CPU on instant nodes (`npm run bench -- --parts cpu`). A fan-out only
- * aborts its controller at its
- * deadline or when the caller aborts; when every task finished without that, nothing was ever
- * signalled and the next fan-out can use the same controller.
+ * aborts its controller at its deadline or when the caller aborts; when every task finished
+ * without that, nothing was ever signalled and the next fan-out can use the same controller.
  *
  * What a reused signal can carry: listeners that a node's request left behind (undici's `fetch`
  * removes its listener only when the request is garbage-collected, and raises the signal's

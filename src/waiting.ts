@@ -253,10 +253,7 @@ class Acquisition {
         if (error instanceof AbortedError) throw error;
         // The gate is down or slow: never wait on it longer than one request deadline.
         this.#gateDown = true;
-        const result = await this.#fanOut();
-        if (result.lock) return result.lock;
-        this.#checkAfterAttempt(result.report);
-        return this.#backOff(result.report);
+        return this.#fanOutThenBackOff();
       }
       this.#engine.hot.mark(this.#hotKey, this.#o.clock.now(), this.#hotWindow(answer.holdMs));
       this.#holdMs = answer.holdMs;
@@ -322,7 +319,11 @@ class Acquisition {
     this.#foreign = true;
     this.#leave();
     const last = this.#reports.at(-1);
-    if (last !== undefined) return this.#backOff(last);
+    return last === undefined ? this.#fanOutThenBackOff() : this.#backOff(last);
+  }
+
+  /** Waiting in line is over: a fan-out now, then fan-outs with the retry policy's delays. */
+  async #fanOutThenBackOff(): Promise<Lock> {
     const result = await this.#fanOut();
     if (result.lock) return result.lock;
     this.#checkAfterAttempt(result.report);

@@ -36,10 +36,9 @@ import type { Script } from "./script.js";
  * ARGV[6]: n, the number of lock keys. ARGV[7]: the waiter's earlier ticket, or 0 for none (a
  * waiter whose take failed elsewhere keeps its place).
  *
- * Returns `{taken, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested}`: `taken` 1 when the keys
- * were set; `rank` the waiter's place in line (0 first); `pttl` the longest PTTL of the lock keys
- * (-2 when free);
- * `freeIn` the predicted milliseconds until the lock frees up (bounded by `pttl`; `pttl` itself
+ * Returns `{taken, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested}`: `taken` 1
+ * when the keys were set; `rank` the waiter's place in line (0 first); `pttl` the longest PTTL of
+ * the lock keys (-2 when free); `freeIn` the predicted milliseconds until the lock frees up (bounded by `pttl`; `pttl` itself
  * when no hold was recorded yet; after a take, instead, how long ago the previous holder released
  * through the gate, -1 when the keys were free without a recorded release); `hold` the average
  * hold in ms (0 while unknown); `ticket` the waiter's ticket; `dev` the average deviation of a hold
