@@ -39,6 +39,17 @@ export interface SystemInfo {
 
 export const EQUAL_POLICY = { attempts: 10, delayMs: 100 } as const;
 
+/**
+ * edge-redlock under the equal policy: the same budget as the peers' (attempts about delayMs
+ * apart), through the backoff settings; a custom retryDelay would replace its waiting in line
+ * with plain retries.
+ */
+export const EDGE_REDLOCK_EQUAL: RedlockOptions = Object.freeze({
+  maxAttempts: EQUAL_POLICY.attempts,
+  retryBaseDelayMs: EQUAL_POLICY.delayMs,
+  retryMaxDelayMs: EQUAL_POLICY.delayMs,
+});
+
 export const SYSTEMS: Record<SystemId, SystemInfo> = {
   "edge-redlock": {
     label: "edge-redlock",
@@ -125,16 +136,7 @@ export async function createClient(spec: SystemSpec, backend: Backend): Promise<
 
 function edgeRedlock(spec: SystemSpec, backend: Backend): LockClient {
   let attempts = 0;
-  const policy: RedlockOptions =
-    // The same budget as the peers' (attempts about delayMs apart), through the backoff settings:
-    // a custom retryDelay would replace edge-redlock's waiting in line with plain retries.
-    spec.policy === "equal"
-      ? {
-          maxAttempts: EQUAL_POLICY.attempts,
-          retryBaseDelayMs: EQUAL_POLICY.delayMs,
-          retryMaxDelayMs: EQUAL_POLICY.delayMs,
-        }
-      : {};
+  const policy: RedlockOptions = spec.policy === "equal" ? EDGE_REDLOCK_EQUAL : {};
   const nodes =
     backend.kind === "servers"
       ? backend.nodes.slice(0, spec.n).map(({ url, token }) => ({ url, token }))
@@ -166,7 +168,7 @@ function edgeRedlock(spec: SystemSpec, backend: Backend): LockClient {
 }
 
 /** edge-redlock's errors for "gave up": held elsewhere through every attempt, out of time, or no quorum answered. */
-function isGiveUp(error: unknown): boolean {
+export function isGiveUp(error: unknown): boolean {
   const code = (error as { code?: string })?.code;
   return (
     code === "LOCK_HELD" || code === "ACQUIRE_TIMEOUT" || code === "VALIDITY_EXHAUSTED" || code === "QUORUM_UNAVAILABLE"
@@ -209,7 +211,8 @@ function upstashLock(spec: SystemSpec, backend: Backend): LockClient {
 
 type IoredisLike = IORedis;
 
-async function ioredisClients(
+/** One ioredis client per node (through its delaying TCP proxy), or in-memory stand-ins. */
+export async function ioredisClients(
   n: number,
   backend: Backend,
 ): Promise<{ clients: IoredisLike[]; close: () => Promise<void> }> {

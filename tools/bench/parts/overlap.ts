@@ -5,10 +5,13 @@
  * waiting works"): sets that share keys cannot share a line, and wait with backoff once they meet.
  */
 import { Redlock as SesameRedlock } from "@sesamecare-oss/redlock";
-import { Redis as IORedis } from "ioredis";
+import { fullJitterDelay } from "../../../src/backoff.js";
 import { Redlock, type RedlockOptions } from "../../../src/index.js";
+import { DEFAULT_OPTIONS } from "../../../src/options.js";
 import { type BenchContext, emptyPart, type PartResult } from "../context.js";
+import type { HostNode } from "../node-host-protocol.js";
 import { fmt, sleep } from "../stats.js";
+import { ioredisClients, isGiveUp } from "../systems.js";
 
 const TTL_MS = 10_000;
 
@@ -24,19 +27,19 @@ interface Outcome {
   overlaps: number;
 }
 
-/** Full-jitter backoff as the defaults compute it, given as a `retryDelay`: fan-outs, no line. */
+/** The default backoff schedule, given as a `retryDelay`: fan-outs, no line. */
 function backoff({ attempt }: { attempt: number }): number {
-  return Math.random() * Math.min(2000, 100 * 2 ** (attempt - 1));
+  return fullJitterDelay(attempt, DEFAULT_OPTIONS.retryBaseDelayMs, DEFAULT_OPTIONS.retryMaxDelayMs, Math.random());
 }
 
-function edgeRedlock(nodes: { url: string; token: string }[], options: RedlockOptions): SetLocker {
-  const redlock = new Redlock({ nodes, ...options });
+async function edgeRedlock(nodes: readonly HostNode[], options: RedlockOptions): Promise<SetLocker> {
+  const redlock = new Redlock({ nodes: nodes.map(({ url, token }) => ({ url, token })), ...options });
   return {
     async acquire(keys) {
       try {
         return await redlock.acquire(keys, TTL_MS);
       } catch (error) {
-        if ((error as { code?: string }).code === "LOCK_HELD") return null;
+        if (isGiveUp(error)) return null;
         throw error;
       }
     },
@@ -46,9 +49,8 @@ function edgeRedlock(nodes: { url: string; token: string }[], options: RedlockOp
   };
 }
 
-function sesame(ports: number[]): SetLocker {
-  const clients = ports.map((port) => new IORedis({ host: "127.0.0.1", port }));
-  for (const client of clients) client.on("error", () => {});
+async function sesame(nodes: readonly HostNode[]): Promise<SetLocker> {
+  const { clients, close } = await ioredisClients(nodes.length, { kind: "servers", nodes });
   const redlock = new SesameRedlock(clients);
   return {
     async acquire(keys) {
@@ -60,15 +62,13 @@ function sesame(ports: number[]): SetLocker {
         throw error;
       }
     },
-    close: async () => {
-      for (const client of clients) client.disconnect();
-    },
+    close,
   };
 }
 
 /** `clients` lockers (null: no lock at all) loop over their set for `windowMs`, each holding `holdMs`. */
 async function run(
-  make: (() => SetLocker) | null,
+  make: (() => Promise<SetLocker>) | null,
   clients: number,
   windowMs: number,
   holdMs: number,
@@ -85,7 +85,7 @@ async function run(
     Array.from({ length: clients }, async (_, client) => {
       const set = (client % 2) as 0 | 1;
       const keys = sets[set] as string[];
-      const locker = make?.();
+      const locker = await make?.();
       try {
         while (performance.now() < end) {
           const lock = locker ? await locker.acquire(keys) : { release: async () => {} };
@@ -126,11 +126,10 @@ export async function overlapPart(ctx: BenchContext): Promise<PartResult> {
   );
   await ctx.host.setUniformDelay(delayMs);
   const nodes = ctx.host.nodes.slice(0, 5);
-  const rest = nodes.map(({ url, token }) => ({ url, token }));
-  const systems: { label: string; make: (() => SetLocker) | null }[] = [
-    { label: "edge-redlock (defaults)", make: () => edgeRedlock(rest, {}) },
-    { label: "edge-redlock (backoff, no line)", make: () => edgeRedlock(rest, { retryDelay: backoff }) },
-    { label: "@sesamecare-oss/redlock (defaults)", make: () => sesame(nodes.map((n) => n.tcpPort)) },
+  const systems: { label: string; make: (() => Promise<SetLocker>) | null }[] = [
+    { label: "edge-redlock (defaults)", make: () => edgeRedlock(nodes, {}) },
+    { label: "edge-redlock (backoff, no line)", make: () => edgeRedlock(nodes, { retryDelay: backoff }) },
+    { label: "@sesamecare-oss/redlock (defaults)", make: () => sesame(nodes) },
     { label: "no lock (negative control)", make: null },
   ];
   const rows: string[][] = [];

@@ -10,7 +10,7 @@ import { Redis as UpstashRedis } from "@upstash/redis";
 import { type Lock, Redlock, type RedlockOptions } from "../../../src/index.js";
 import { type BenchContext, emptyPart, type PartResult } from "../context.js";
 import { fmt, median, sleep } from "../stats.js";
-import { EQUAL_POLICY } from "../systems.js";
+import { EDGE_REDLOCK_EQUAL, EQUAL_POLICY } from "../systems.js";
 
 const TTL_MS = 10_000;
 
@@ -102,13 +102,7 @@ export async function subrequestsPart(ctx: BenchContext): Promise<PartResult> {
     { label: "edge-redlock (defaults)", make: () => edgeRedlockOps(nodes, {}) },
     {
       label: "edge-redlock (equal)",
-      // As in the hot-key part: a custom retryDelay would replace waiting in line with plain retries.
-      make: () =>
-        edgeRedlockOps(nodes, {
-          maxAttempts: EQUAL_POLICY.attempts,
-          retryBaseDelayMs: EQUAL_POLICY.delayMs,
-          retryMaxDelayMs: EQUAL_POLICY.delayMs,
-        }),
+      make: () => edgeRedlockOps(nodes, EDGE_REDLOCK_EQUAL),
     },
     { label: "edge-redlock (fencing)", make: () => edgeRedlockOps(nodes, { fencing: true }) },
     { label: "@upstash/lock (defaults)", make: () => upstashLockOps(nodes[0]!) },
