@@ -32,18 +32,22 @@ function modelStore(): GateStore {
   };
 }
 
-/** A gate key on the first node, its model, and the calls the tests below make on both. */
-function gateFixture(name: string) {
+/**
+ * A gate on the first node for one lock key per name (sorted, as a resource set), its model, and
+ * the calls the tests below make on both. `key` is the first lock key.
+ */
+function gateFixture(...names: string[]) {
   const node = restNode(nodes[0] as { url: string; token: string });
   const model = modelStore();
-  const key = uniqueKey(name);
-  const keys = [key, ...gateKeys([key])];
+  const lockKeys = names.map(uniqueKey).sort();
+  const key = lockKeys[0] as string;
+  const keys = [...lockKeys, ...gateKeys(lockKeys)];
   const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
   const request = (waiter: string, mode: "take" | "wait" | "aim" | "leave", token: string) =>
     ({ waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0 }) as const;
   const modelPoll = (waiter: string, mode: string, token: string) =>
-    runGate(model, keys, [waiter, mode, token, "5000", "5000", "1", "0"]) as number[];
-  return { node, model, key, keys, context, request, modelPoll };
+    runGate(model, keys, [waiter, mode, token, "5000", "5000", String(lockKeys.length), "0"]) as number[];
+  return { node, model, key, lockKeys, keys, context, request, modelPoll };
 }
 
 describe("gate scripts: Lua and model agree", () => {
@@ -154,19 +158,12 @@ describe("gate scripts: what the gate learns", () => {
 
 describe("gate scripts: keys shared with another resource set", () => {
   it("a poll that finds the lock keys partly held says contested, for 2 s, on real Redis and in the model", async () => {
-    const node = restNode(nodes[0] as { url: string; token: string });
-    const model = modelStore();
-    const [a, b] = [uniqueKey("contested-a"), uniqueKey("contested-b")].sort() as [string, string];
-    const keys = [a, b, ...gateKeys([a, b])];
-    const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
+    const { node, model, lockKeys, context, request, modelPoll } = gateFixture("contested-a", "contested-b");
+    const [a, b] = lockKeys as [string, string];
+    const token = "t".repeat(40);
     const poll = async (waiter: string) => {
-      const real = await pollGate(
-        node,
-        [a, b],
-        { waiter, mode: "take", token: "t".repeat(40), ttlMs: 5000, leaseMs: 5000, ticket: 0 },
-        context(),
-      );
-      const modelled = runGate(model, keys, [waiter, "take", "t".repeat(40), "5000", "5000", "2", "0"]) as number[];
+      const real = await pollGate(node, lockKeys, request(waiter, "take", token), context());
+      const modelled = modelPoll(waiter, "take", token);
       return {
         real: { taken: real.taken, contested: real.contested },
         modelled: { taken: modelled[0] === 1, contested: modelled[9] === 1 },

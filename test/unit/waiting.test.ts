@@ -274,9 +274,12 @@ describe("overlapping resource sets", () => {
     const all = Promise.all(loops).finally(() => {
       done = true;
     });
-    for (let t = 0; !done && t < 80_000; t += 5) await vi.advanceTimersByTimeAsync(5);
-    await all;
-    vi.mocked(Math.random).mockRestore();
+    try {
+      for (let t = 0; !done && t < 80_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+      await all;
+    } finally {
+      vi.mocked(Math.random).mockRestore();
+    }
     const [ab = 0, bc = 0] = grants;
     return { smaller: Math.min(ab, bc), total: ab + bc, overlaps };
   }
