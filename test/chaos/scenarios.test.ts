@@ -4,6 +4,7 @@
  * are on anomaly counts only, never on timings (the machine is shared).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { gateIndex } from "../../src/gate.js";
 import { createForkPool } from "../../tools/chaos/clients.js";
 import { runScenario, type ScenarioResult, type SharedNodes, startSharedNodes } from "../../tools/chaos/harness.js";
 import type { AuditEvent } from "../../tools/chaos/history.js";
@@ -75,6 +76,25 @@ describe("chaos scenarios, seed 1", () => {
     expect(total((r) => r.checks.foreignTouch.touches)).toBeGreaterThan(0);
     expect(total((r) => r.checks.counter.unfenced.writes)).toBeGreaterThan(0);
     expect(total((r) => Object.values(r.faults).reduce((a, b) => a + b, 0))).toBeGreaterThan(0);
+  });
+
+  it("made the hot-key workers wait in line at their resource's gate node", () => {
+    const hot = results.get("hot-key");
+    expect(hot).toBeDefined();
+    const key = "chaos:hot-key:hot";
+    const gate = gateIndex([key], hot!.scenario.nodes);
+    // Gate polls: scripts other than extend and release, sent by clients, on the hot key at its gate.
+    const polls = hot!.history.filter(
+      (e) =>
+        e.f === "monitor" &&
+        e.source === "client" &&
+        (e.cmd === "EVALSHA" || e.cmd === "EVAL") &&
+        e.script === "other" &&
+        e.key === key,
+    );
+    expect(polls.length).toBeGreaterThan(0);
+    expect(polls.every((e) => e.f === "monitor" && e.node === gate)).toBe(true);
+    expect(hot!.checks.overlap.grants).toBeGreaterThan(10);
   });
 
   it("reports the shortened-extension defect through checker 2, after the extension, and only on the defective build", () => {

@@ -99,6 +99,24 @@ describe("nemesis schedule", () => {
     expect(a.length).toBeGreaterThan(5);
   });
 
+  it("aims single-node faults at a target node (a hot key's gate) about half the time, and only then", () => {
+    const kinds = ["hang", "drop", "pause-node"] as const;
+    const hits = (targetNode?: number) => {
+      const schedule = drawSchedule(createRng(5), {
+        ...options,
+        kinds,
+        durationMs: 200_000,
+        ...(targetNode === undefined ? {} : { targetNode }),
+      });
+      const onNode3 = schedule.filter((s) => s.fault.nodes?.length === 1 && s.fault.nodes[0] === 3).length;
+      return onNode3 / schedule.length;
+    };
+    // Half aimed, plus a fifth of the other half drawn at random: 0.6; without a target, a fifth.
+    expect(hits(3)).toBeGreaterThan(0.5);
+    expect(hits(3)).toBeLessThan(0.7);
+    expect(hits()).toBeLessThan(0.3);
+  });
+
   it("never overlaps faults, spaces forgetful ones by a TTL, and never cuts a client from a quorum", () => {
     const schedule = drawSchedule(createRng(3), options);
     let lastEnd = 0;

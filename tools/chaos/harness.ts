@@ -5,6 +5,7 @@
  * @module
  */
 import { Redis } from "ioredis";
+import { gateIndex } from "../../src/gate.js";
 import { FencingError, Redlock } from "../../src/index.js";
 import { type NodeCluster, startNodes } from "../nodes/index.js";
 import type { ClientBuild } from "./build.js";
@@ -135,9 +136,10 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   const clients: ClientProcess[] = [];
   const pids = new Set<number>();
   const clientCount = scenario.driver ? (scenario.driverClients ?? options.processes) : options.processes;
-  // Workers per process: the random workload spreads `clients` over the processes.
+  // Workers per process: the random workload spreads its workers over the processes.
+  const workerCount = scenario.hotKey?.workers ?? options.clients;
   const workersOf = (index: number) =>
-    scenario.driver ? 1 : Math.floor(options.clients / clientCount) + (index < options.clients % clientCount ? 1 : 0);
+    scenario.driver ? 1 : Math.floor(workerCount / clientCount) + (index < workerCount % clientCount ? 1 : 0);
   // Fork the clients first: they load the bundle while the nodes start.
   const forked: ForkedClient[] = [];
   const forkOne = () => {
@@ -194,7 +196,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     const monitors = await startMonitors({ ports: lockNodes.map((n) => n.redisPort), keyPrefix, emit });
     cleanups.push(() => monitors.close());
 
-    const resources = [`${keyPrefix}r0`, `${keyPrefix}r1`];
+    const resources = scenario.hotKey ? [`${keyPrefix}hot`] : [`${keyPrefix}r0`, `${keyPrefix}r1`];
     let nextClient = 0;
     const configFor = (index: number): ClientConfig => ({
       id: `c${index}`,
@@ -259,6 +261,8 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
         clients: clients.map((c) => c.id),
         quorum: scenario.quorum,
         ttlMs: scenario.ttlMs,
+        // The clients' keys are the resources (no key prefix), so this is the node they wait at.
+        ...(scenario.hotKey ? { targetNode: gateIndex(resources, scenario.nodes) } : {}),
       });
       const startedAt = harnessNow();
       workloadUntil = startedAt + options.durationMs;

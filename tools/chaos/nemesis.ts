@@ -28,6 +28,8 @@ export interface ScheduleOptions {
   readonly clients: readonly string[];
   readonly quorum: number;
   readonly ttlMs: number;
+  /** A node that single-node faults hit half the time (a hot key's gate node), or none. */
+  readonly targetNode?: number;
 }
 
 /** Faults after which a node has forgotten keys or lost validity: spaced so at most one node is forgetful at a time. */
@@ -52,7 +54,8 @@ export function drawSchedule(rng: Rng, o: ScheduleOptions): ScheduledFault[] {
       at = lastAmnesia + o.ttlMs + 300;
       continue;
     }
-    const node = rng.pick(nodeIndexes);
+    // A target draws once more, so schedules without one stay as they were for a given seed.
+    const node = o.targetNode !== undefined && rng.next() < 0.5 ? o.targetNode : rng.pick(nodeIndexes);
     const client = rng.pick(o.clients);
     const applied = rng.next() < 0.5;
     let durationMs = rng.int(300, Math.max(400, Math.round(o.ttlMs * 1.2)));

@@ -48,6 +48,15 @@ export interface Scenario {
    * node keeps a restarted one out, and the fenced counter must lose no update.
    */
   readonly fencing?: boolean;
+  /**
+   * Every worker locks the same one resource (a hot key), so they wait in line at its gate node
+   * instead of the two resources of the other random scenarios; node faults hit that gate node
+   * half the time (the line's fallbacks: a gate paused, restarted empty or dropping polls).
+   */
+  readonly hotKey?: {
+    /** Lock workers, spread over the client processes, instead of the run's `--clients`. */
+    readonly workers: number;
+  };
 }
 
 const base = { nodes: 5, quorum: 3, ttlMs: 2000, build: "src" as const };
@@ -127,6 +136,15 @@ export const SCENARIOS: readonly Scenario[] = [
     kind: "safe",
     description: "S15: the holder SIGKILLed while holding; time to re-acquire",
     faults: ["kill-client"],
+  },
+  {
+    ...base,
+    name: "hot-key",
+    kind: "safe",
+    description:
+      "a hot key under S3/S8/S13/S15/S18: 12 workers wait in line at one gate node that pauses, drops polls and restarts empty",
+    hotKey: { workers: 12 },
+    faults: ["latency", "hang", "drop", "pause-node", "restart-delayed", "kill-client"],
   },
   {
     ...base,
