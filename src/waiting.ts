@@ -53,8 +53,8 @@ const MIN_MARGIN_MS = 2;
 const MIN_POLL_MS = 5;
 const MAX_POLL_MS = 100;
 /**
- * Longest pause between polls of the first in line when the gate cannot predict the release (no
- * hold recorded yet: until the first release through the gate), in ms.
+ * Longest pause between polls when the gate cannot predict the release (no hold recorded yet, or
+ * the holder is past the prediction), in ms.
  */
 const MAX_UNPREDICTED_POLL_MS = 100;
 /** Shortest first placeholder on a gate out of step before any hold is recorded, in ms. */
@@ -122,6 +122,8 @@ class Acquisition {
   #holdMs = 0;
   /** Another resource set that shares keys with ours holds them (see `GateAnswer.contested`). */
   #foreign = false;
+  /** Since when polls have found the current holder past the gate's prediction (see `#noteOverdue`). */
+  #overdue: { since: number; turns: number } | undefined;
 
   constructor(
     engine: Engine,
@@ -278,6 +280,7 @@ class Acquisition {
         continue;
       }
       this.#noteProgress(answer);
+      this.#noteOverdue(answer);
       if (answer.contested) return this.#leaveForBackoff();
       const interval = this.#pollInterval(answer.holdMs);
       const predicted = answer.holdMs > 0 && answer.pttlMs !== -2;
@@ -476,16 +479,15 @@ class Acquisition {
   /** How long to sleep before the next poll, from our place in line. */
   #sleepFor(answer: GateAnswer): number {
     const interval = this.#pollInterval(answer.holdMs);
+    const overdue = this.#overdue;
     if (answer.rank <= 0) {
-      const now = this.#o.clock.now();
-      this.#headSince ??= now;
+      this.#headSince ??= this.#o.clock.now();
+      if (overdue) return this.#patientPace(interval, overdue.since, answer.pttlMs);
       if (answer.holdMs > 0 || answer.freeInMs <= interval) return interval;
       // First in line, but the gate has no record of how long holds last: the holder may let go
-      // any moment before its key expires. Poll at a pace proportional to how long we have been
-      // first (arriving at most half that late): a short hold is caught within a poll interval, a
-      // long one costs few polls (the bench's acquire behind a 300 ms hold: 15 subrequests in all;
-      // a quarter of the time made it 16, the doubling before 14).
-      return Math.min(Math.max(interval, (now - this.#headSince) / 2), MAX_UNPREDICTED_POLL_MS, answer.freeInMs);
+      // any moment before its key expires (the bench's acquire behind a 300 ms hold: 15
+      // subrequests in all; a quarter of the time made it 16, the doubling before 14).
+      return this.#patientPace(interval, this.#headSince, answer.freeInMs);
     }
     this.#headSince = undefined;
     if (answer.holdMs === 0) {
@@ -520,7 +522,34 @@ class Acquisition {
     const spread = answer.holdDeviationMs / answer.holdMs;
     const certainty = spread > 0.2 ? Math.max(0.5, 1.2 - spread) : 1;
     const wake = (answer.freeInMs + ahead * turnMs - early) * certainty + settle - this.#rtt;
-    return Math.min(Math.max(wake, interval), MAX_SLEEP_MS);
+    // Behind a holder past its prediction, the turns ahead start when it lets go: no sooner than
+    // the first in line would see it.
+    const paced = overdue ? Math.max(wake, this.#patientPace(interval, overdue.since, answer.pttlMs)) : wake;
+    return Math.min(Math.max(paced, interval), MAX_SLEEP_MS);
+  }
+
+  /**
+   * The pace of polls while the release cannot be predicted: in proportion to how long that has
+   * lasted (arriving at most half that late), from a poll interval up to `MAX_UNPREDICTED_POLL_MS`,
+   * and never past `expiresInMs` (the lock key's PTTL; -1 when it has none). A short wait is caught
+   * within a poll interval, a long one costs 10 polls a second at most.
+   */
+  #patientPace(interval: number, since: number, expiresInMs: number): number {
+    const pace = Math.min(Math.max(interval, (this.#o.clock.now() - since) / 2), MAX_UNPREDICTED_POLL_MS);
+    return expiresInMs > 0 ? Math.min(pace, expiresInMs) : pace;
+  }
+
+  /**
+   * The holder has kept the lock past the gate's prediction (its work took longer this time, or it
+   * died and its key runs out): from then on the line polls at a patient pace. At the pace of the
+   * usual hold (an eighth of it) a waiter sent a request every few ms for as long as that lasted:
+   * 3 waiters behind a 3 s hold in a line of 50 ms holds sent about 250 requests
+   * (test/unit/waiting.test.ts). A new turn, or a prediction ahead again, ends it.
+   */
+  #noteOverdue(answer: GateAnswer): void {
+    const overdue = answer.holdMs > 0 && answer.pttlMs !== -2 && answer.freeInMs === 0;
+    if (!overdue) this.#overdue = undefined;
+    else if (this.#overdue?.turns !== answer.turns) this.#overdue = { since: this.#o.clock.now(), turns: answer.turns };
   }
 
   /**

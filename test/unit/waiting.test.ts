@@ -335,6 +335,48 @@ describe("one client, many callers", () => {
 });
 
 describe("giving up in line", () => {
+  it("a holder that keeps the lock far longer than the line's usual hold costs each waiter about 10 polls a second, not one every few ms", async () => {
+    // A line learns holds of 50 ms; then one holder keeps the lock for 3 s (its work took longer,
+    // or it died and its key runs out). The gate's prediction has passed, so the first in line and
+    // the waiters behind it polled at the pace of a 50 ms hold (every ~6 ms): the 3 waiters sent
+    // about 250 requests in those 3 s, 28 per waiter per second, 5 times the subrequests a Workers
+    // invocation may make.
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20, jitterMs: 2 };
+    const requests = () => nodes.reduce((sum, n) => sum + n.log.length, 0);
+    let turns = 0;
+    let overlaps = 0;
+    let holder = false;
+    let during = { from: 0, to: 0, ms: 0 };
+    const loops = Array.from({ length: 4 }, async () => {
+      const redlock = new Redlock({ nodes, clock: fakeClock });
+      while (turns < 40) {
+        const lock = await redlock.acquire("long", 10_000);
+        if (holder) overlaps++;
+        holder = true;
+        const turn = ++turns;
+        const long = turn === 20;
+        const from = requests();
+        const start = Date.now();
+        await new Promise((r) => setTimeout(r, long ? 3000 : 50));
+        if (long) during = { from, to: requests(), ms: Date.now() - start };
+        holder = false;
+        await lock.release();
+      }
+    });
+    let done = false;
+    void Promise.all(loops).then(() => {
+      done = true;
+    });
+    for (let t = 0; !done && t < 60_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+    expect(done).toBe(true);
+    expect(overlaps).toBe(0);
+    expect(turns).toBeGreaterThanOrEqual(40);
+    const perWaiterPerSecond = (during.to - during.from) / 3 / (during.ms / 1000);
+    // About 10 a second at most once the overdue time passes 200 ms, a few more before.
+    expect(perWaiterPerSecond).toBeLessThan(14);
+  });
+
   it("a client that went straight to the line gets a LockHeldError when the holder never lets go", async () => {
     const nodes = fakeNodes(5);
     const redlock = new Redlock({ nodes, clock: fakeClock, maxAttempts: 3, retryBaseDelayMs: 50, retryMaxDelayMs: 50 });
