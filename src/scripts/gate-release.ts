@@ -21,8 +21,9 @@ import type { Script } from "./script.js";
  * was (the stats exist, or a waiter holds a lease): an uncontended lock leaves nothing behind on
  * the gate, where a record kept for ten minutes per key ever released would add up to megabytes
  * for a lock per user or per request. When the hold began with a take at the gate, it also
- * records how long the hold lasted: the TTL less the key's PTTL, averaged over releases, with the
- * average deviation, from which the gate predicts the next release. A plain
+ * records how long the hold lasted: the time since that take (the TTL less the key's PTTL counts
+ * only from the last extension), averaged over releases, with the average deviation, from which
+ * the gate predicts the next release. A plain
  * fan-out teaches nothing: its start may lie anywhere in a burst of contenders. A take by a poll
  * is followed by a round trip to the other nodes, while a take aimed at the release shares its
  * round trip with them. Holds of the second kind are the ones waiters plan by, so the first of
@@ -50,6 +51,10 @@ local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
 local learnedAimed = redis.call("HGET", stats, "learned") == "aimed"
 local aimed = redis.call("HGET", stats, "aimed") == "1"
 local held = ttl - left
+local took = tonumber(redis.call("HGET", stats, "took") or "0")
+if took > 0 and now - took > held then
+  held = now - took
+end
 if deleted > 0 and left > 0 and left <= ttl and redis.call("HGET", stats, "taker") == ARGV[1] and (aimed or not learnedAimed or held > hold) then
   local dev = tonumber(redis.call("HGET", stats, "dev") or "0")
   if hold == 0 or (aimed and not learnedAimed) then
@@ -104,5 +109,5 @@ local function stat(field)
   return tonumber(redis.call("HGET", stats, field) or "0")
 end
 return {deleted, waiting, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns")}`,
-  sha1: "a0b8b65d5e0991a0c76209cc7ccd86be3653b143",
+  sha1: "9cc43b05bb721cfdf7623d2c71fc20838fd9442e",
 });

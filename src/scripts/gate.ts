@@ -10,7 +10,8 @@
  * took the lock, and what `gate-release.ts` records (the time of the last release, a count of
  * releases, the interval between releases under contention, and an average of how long a hold
  * lasts with its average deviation, with the TTL in use), from which waiters predict when the
- * lock frees up: the current holder has held it for the TTL less its key's PTTL.
+ * lock frees up: the current holder has held it for the TTL less its key's PTTL, or, when it took
+ * the lock at the gate, since that take (an extension resets the PTTL, not the hold).
  * The first in line has the lock to itself once it is free; if it has not come for it after half
  * a hold (20 ms at least), whoever polls first takes it, so a waiter that oversleeps stalls no one.
  * When the lock came free without a release through the gate (a placeholder that ran out, a lock
@@ -139,16 +140,23 @@ end
 local freeIn = 0
 if pttl ~= -2 then
   freeIn = pttl
-  if hold > 0 and ttl > 0 and pttl > 0 and pttl <= ttl then
-    local predicted = hold - (ttl - pttl)
+  local elapsed = -1
+  if ttl > 0 and pttl <= ttl then
+    elapsed = ttl - pttl
+  end
+  if took > 0 and now - took > elapsed and redis.call("GET", KEYS[1]) == redis.call("HGET", stats, "taker") then
+    elapsed = now - took
+  end
+  if hold > 0 and pttl > 0 and elapsed >= 0 then
+    local predicted = hold - elapsed
     if predicted < 0 then
       predicted = 0
     end
-    if pttl == -1 or predicted < pttl then
+    if predicted < pttl then
       freeIn = predicted
     end
   end
 end
 return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested}`,
-  sha1: "51761e8487ba4816aea667ba63f06c98bdb1cad1",
+  sha1: "663c7ace7d675a3865498d03298648de565e947e",
 });

@@ -154,6 +154,41 @@ describe("gate scripts: what the gate learns", () => {
     expect((await pollGate(node, [key], wait("w3"), context())).holdMs).toBeLessThanOrEqual(Math.ceil(aimedAtMost) + 1);
     expect(modelPoll("w3", "wait", "-")[4]).toBeLessThanOrEqual(Math.ceil(aimedAtMost) + 1);
   });
+
+  it("counts a hold from its take at the gate, though the holder extended it, on real Redis and in the model", async () => {
+    const { node, model, key, keys, context, request, modelPoll } = gateFixture("gate-extend");
+    const wait = (waiter: string) => request(waiter, "wait", "-");
+    // A hold of about 100 ms, learned.
+    const first = "f".repeat(40);
+    expect((await pollGate(node, [key], { ...wait("w1"), mode: "take", token: first }, context())).taken).toBe(true);
+    expect(modelPoll("w1", "take", first)[0]).toBe(1);
+    await new Promise((r) => setTimeout(r, 100));
+    await releaseOnGate(node, [key], first, 5000, context());
+    runGateRelease(model, keys, [first, "1", "5000", "", "0"]);
+    const learned = (await pollGate(node, [key], wait("w2"), context())).holdMs;
+    const modelLearned = modelPoll("w2", "wait", "-")[4] as number;
+    expect(learned).toBeGreaterThanOrEqual(99);
+    expect(modelLearned).toBeGreaterThanOrEqual(99);
+
+    // The next holder takes at the gate and extends its key after three such holds: the lock is
+    // past the prediction, though the extension reset the key's PTTL to the TTL.
+    const second = "s".repeat(40);
+    expect((await pollGate(node, [key], { ...wait("w2"), mode: "take", token: second }, context())).taken).toBe(true);
+    expect(modelPoll("w2", "take", second)[0]).toBe(1);
+    await new Promise((r) => setTimeout(r, 300));
+    await node.command(["PEXPIRE", key, 5000], AbortSignal.timeout(5000));
+    model.set(key, second, 5000);
+    const behind = await pollGate(node, [key], wait("w3"), context());
+    expect(behind.pttlMs).toBeGreaterThan(4900);
+    expect(behind.freeInMs).toBe(0);
+    expect(modelPoll("w3", "wait", "-")[3]).toBe(0);
+
+    // Its release teaches a hold of 300 ms or more (the time since the extension would be a few ms).
+    await releaseOnGate(node, [key], second, 5000, context());
+    runGateRelease(model, keys, [second, "1", "5000", "", "0"]);
+    expect((await pollGate(node, [key], wait("w3"), context())).holdMs).toBeGreaterThan(learned);
+    expect(modelPoll("w3", "wait", "-")[4]).toBeGreaterThan(modelLearned);
+  });
 });
 
 describe("gate scripts: keys shared with another resource set", () => {

@@ -144,9 +144,13 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
   let freeIn = 0;
   if (pttl !== -2) {
     freeIn = pttl;
-    if (state.hold > 0 && state.ttl > 0 && pttl > 0 && pttl <= state.ttl) {
-      const predicted = Math.max(0, state.hold - (state.ttl - pttl));
-      if (pttl === -1 || predicted < pttl) freeIn = predicted;
+    let elapsed = state.ttl > 0 && pttl <= state.ttl ? state.ttl - pttl : -1;
+    // A holder that took the lock at the gate has held it since, whatever it extended.
+    if (state.took > 0 && now - state.took > elapsed && store.get(lockKeys[0] as string) === state.taker)
+      elapsed = now - state.took;
+    if (state.hold > 0 && pttl > 0 && elapsed >= 0) {
+      const predicted = Math.max(0, state.hold - elapsed);
+      if (predicted < pttl) freeIn = predicted;
     }
   }
   return [0, rank, pttl, freeIn, state.hold, ticket, state.dev, state.cycle, state.turns, contested];
@@ -162,7 +166,7 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
   const now = store.now();
   let waiting = 0;
   for (const lease of state.leases.values()) if (lease >= now) waiting++;
-  const held = ttl - left;
+  const held = state.took > 0 && now - state.took > ttl - left ? now - state.took : ttl - left;
   const teaches = state.aimed || !state.learnedAimed || held > state.hold;
   if (deleted > 0 && left > 0 && left <= ttl && state.taker === argv[0] && teaches) {
     if (state.hold === 0 || (state.aimed && !state.learnedAimed)) {
