@@ -41,6 +41,11 @@ export interface GateAnswer {
    * through our gate.
    */
   readonly contested: boolean;
+  /**
+   * After a take: how many takes in a row, this one included, found the keys free with no release
+   * through the gate since the take before (placeholders or locks that ran out); 0 otherwise.
+   */
+  readonly unreleasedTakes: number;
 }
 
 /**
@@ -98,12 +103,8 @@ export async function pollGate(
     ],
     context,
   );
-  const [taken, rank, pttlMs, freeInMs, holdMs, ticket, holdDeviationMs, cycleMs, turns, contested] = integers(
-    node,
-    gateScript,
-    reply,
-    10,
-  );
+  const [taken, rank, pttlMs, freeInMs, holdMs, ticket, holdDeviationMs, cycleMs, turns, contested, unreleased] =
+    integers(node, gateScript, reply, 11);
   if ((taken !== 0 && taken !== 1) || rank < -1) throw badReply(node, gateScript, reply);
   return {
     taken: taken === 1,
@@ -113,6 +114,7 @@ export async function pollGate(
     releasedAgoMs: taken === 1 ? freeInMs : -1,
     ticket,
     contested: contested === 1,
+    unreleasedTakes: Math.max(0, unreleased),
     ...figures(holdMs, holdDeviationMs, cycleMs, turns),
   };
 }

@@ -102,6 +102,11 @@ class Acquisition {
   /** Average poll round trip, in ms. */
   #rtt = 0;
   #gateDown = false;
+  /**
+   * How many takes of the gate in a row, by anyone, found it free with no release through it since
+   * the take before: placeholders that ran out (see `#placeholderMs`). From our last take.
+   */
+  #unreleasedTakes = 0;
   /** How many times a take of the gate found the others holding another token (see `#placeholderMs`). */
   #outOfStep = 0;
   /** Waiting without progress (no release seen at the gate) ends after this clock reading. */
@@ -266,7 +271,7 @@ class Acquisition {
           index: this.#gate,
           token,
           startedAt: sentAt,
-          placeholderMs: this.#placeholderMs,
+          placeholderMs: () => this.#placeholderMs,
           task: async () => "acquired",
           // Ask the others again only when the previous holder just released through the gate:
           // its release is on its way to them. A gate free with no release is out of step.
@@ -350,7 +355,7 @@ class Acquisition {
     const result = await this.#fanOut({
       index: this.#gate,
       token,
-      placeholderMs: this.#placeholderMs,
+      placeholderMs: () => this.#placeholderMs,
       gateTaken: () => gateTaken,
       ...this.#retryHeld(this.#holdMs),
       task: async (context: TaskContext): Promise<NodeOutcomeKind> => {
@@ -397,13 +402,16 @@ class Acquisition {
    * 200 ms: a request deadline (1 s by default) stood the line still for most of a second after
    * the holder had let go, and waiters with 0.9 s of patience gave up (the bench at C = 8 with
    * jitter; test/unit/waiting.test.ts). A gate out of step shows itself again each time: then
-   * twice as long each time, so a long hold costs a few fan-outs.
+   * twice as long each time, so a long hold costs a few fan-outs. The gate counts the times for the
+   * whole line (takes that found it free with no release since the take before): counted by each
+   * waiter alone, waiters taking turns at the gate each started again from the first, and behind a
+   * 5 s hold some gave up after their 10 attempts (test/unit/waiting.test.ts).
    */
   get #placeholderMs(): number {
     const longest = Math.max(50, this.#o.requestTimeoutMs);
     const unknownHold = this.#rtt > 0 ? Math.max(MIN_UNKNOWN_PLACEHOLDER_MS, 4 * this.#rtt) : longest;
     const first = Math.min(this.#holdMs > 0 ? Math.max(50, 2 * this.#holdMs) : unknownHold, longest);
-    return Math.min(first * 2 ** this.#outOfStep, this.#request.ttlMs);
+    return Math.min(first * 2 ** Math.max(this.#outOfStep, this.#unreleasedTakes), this.#request.ttlMs);
   }
 
   /** One attempt (a fan-out to every node), counted and checked against the limits. */
@@ -471,6 +479,7 @@ class Acquisition {
     const rtt = this.#o.clock.now() - started;
     this.#rtt = this.#rtt === 0 ? rtt : (3 * this.#rtt + rtt) / 4;
     if (answer.ticket > 0 && !answer.taken) this.#ticket = answer.ticket;
+    if (answer.taken) this.#unreleasedTakes = answer.unreleasedTakes;
     // A take removes us from the line; any other answer means we stand in it.
     this.#inLine = !answer.taken;
     return answer;

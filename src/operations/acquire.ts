@@ -45,9 +45,9 @@ export interface GateRole {
   readonly startedAt?: number | undefined;
   /**
    * When the gate said yes but the others hold another token, keep our key on the gate for this
-   * long instead of releasing it (see `cleanUpAcquisition`).
+   * long instead of releasing it (see `cleanUpAcquisition`). Asked once the answers are in.
    */
-  readonly placeholderMs: number;
+  readonly placeholderMs: () => number;
   /**
    * Whether the gate is ours (it answered yes), or a promise of that when the gate's answer is
    * still on its way. While it is, a node that answers "held" is asked
@@ -115,7 +115,7 @@ export async function attemptAcquire(
     token,
     fan,
     undefined,
-    gateOutOfStep ? { index: gate.index, holdMs: gate.placeholderMs } : undefined,
+    gateOutOfStep ? { index: gate.index, holdMs: gate.placeholderMs() } : undefined,
   );
   return { report, token };
 }

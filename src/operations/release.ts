@@ -82,6 +82,7 @@ function placeOf(requeue: { waiter: string; leaseMs: number }, answer: GateRelea
       cycleMs: answer.cycleMs,
       turns: answer.turns,
       contested: false,
+      unreleasedTakes: 0,
     },
   };
 }

@@ -11,7 +11,11 @@
  * releases, the interval between releases under contention, and an average of how long a hold
  * lasts with its average deviation, with the TTL in use), from which waiters predict when the
  * lock frees up: the current holder has held it for the TTL less its key's PTTL, or, when it took
- * the lock at the gate, since that take (an extension resets the PTTL, not the hold).
+ * the lock at the gate, since that take (an extension resets the PTTL, not the hold). A take that
+ * found the keys free with no release since the take before (a placeholder or a lock that ran out)
+ * is no hold to predict: most likely the gate is out of step and its taker is about to leave a
+ * placeholder, so polls answer as if the prediction had passed (waiters poll patiently instead of
+ * aiming takes at it).
  * The first in line has the lock to itself once it is free; if it has not come for it after half
  * a hold (20 ms at least), whoever polls first takes it, so a waiter that oversleeps stalls no one.
  * When the lock came free without a release through the gate (a placeholder that ran out, a lock
@@ -37,7 +41,7 @@ import type { Script } from "./script.js";
  * ARGV[6]: n, the number of lock keys. ARGV[7]: the waiter's earlier ticket, or 0 for none (a
  * waiter whose take failed elsewhere keeps its place).
  *
- * Returns `{taken, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested}`: `taken` 1
+ * Returns `{taken, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested, unreleased}`: `taken` 1
  * when the keys were set; `rank` the waiter's place in line (0 first); `pttl` the longest PTTL of
  * the lock keys (-2 when free); `freeIn` the predicted milliseconds until the lock frees up (bounded by `pttl`; `pttl` itself
  * when no hold was recorded yet; after a take, instead, how long ago the previous holder released
@@ -45,7 +49,10 @@ import type { Script } from "./script.js";
  * hold in ms (0 while unknown); `ticket` the waiter's ticket; `dev` the average deviation of a hold
  * from `hold`; `cycle` the average interval between two releases with waiters in line (0 while
  * unknown); `turns` how many releases the gate has seen (the line moves when it grows);
- * `contested` 1 when a poll found the lock keys partly held within the last 2 s (0 after a take).
+ * `contested` 1 when a poll found the lock keys partly held within the last 2 s (0 after a take);
+ * `unreleased`, after a take, how many takes in a row (this one included) found the keys free
+ * with no release through the gate since the take before (a placeholder or a lock that ran out),
+ * 0 otherwise.
  */
 export const gateScript: Script = Object.freeze({
   name: "gate",
@@ -67,7 +74,7 @@ if mode == "leave" then
       redis.call("DEL", KEYS[i])
     end
   end
-  return {0, -1, -2, 0, 0, 0, 0, 0, 0, 0}
+  return {0, -1, -2, 0, 0, 0, 0, 0, 0, 0, 0}
 end
 local pttl = -2
 local held = 0
@@ -96,6 +103,7 @@ local released = tonumber(redis.call("HGET", stats, "released") or "0")
 local dev = tonumber(redis.call("HGET", stats, "dev") or "0")
 local cycle = tonumber(redis.call("HGET", stats, "cycle") or "0")
 local turns = tonumber(redis.call("HGET", stats, "turns") or "0")
+local unreleased = tonumber(redis.call("HGET", stats, "unreleased") or "0")
 local ticket = tonumber(redis.call("ZSCORE", queue, waiter) or "0")
 if ticket == 0 then
   ticket = tonumber(ARGV[7])
@@ -126,9 +134,13 @@ if (mode == "take" or mode == "aim") and pttl == -2 and (rank == 0 or late) then
   if mode == "aim" then
     aimed = 1
   end
-  redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "aimed", aimed, "took", now)
+  local streak = 0
+  if released == 0 and took > 0 then
+    streak = unreleased + 1
+  end
+  redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "aimed", aimed, "took", now, "unreleased", streak)
   redis.call("PEXPIRE", stats, 600000)
-  return {1, 0, -2, ago, hold, ticket, dev, cycle, turns, 0}
+  return {1, 0, -2, ago, hold, ticket, dev, cycle, turns, 0, streak}
 end
 redis.call("ZADD", leases, now + tonumber(ARGV[5]), waiter)
 local keep = tonumber(ARGV[5]) + 1000
@@ -144,12 +156,13 @@ if pttl ~= -2 then
   if ttl > 0 and pttl <= ttl then
     elapsed = ttl - pttl
   end
-  if took > 0 and now - took > elapsed and redis.call("GET", KEYS[1]) == redis.call("HGET", stats, "taker") then
+  local byTaker = took > 0 and redis.call("GET", KEYS[1]) == redis.call("HGET", stats, "taker")
+  if byTaker and now - took > elapsed then
     elapsed = now - took
   end
   if hold > 0 and pttl > 0 and elapsed >= 0 then
     local predicted = hold - elapsed
-    if predicted < 0 then
+    if predicted < 0 or (byTaker and unreleased > 0) then
       predicted = 0
     end
     if predicted < pttl then
@@ -157,6 +170,6 @@ if pttl ~= -2 then
     end
   end
 end
-return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested}`,
-  sha1: "663c7ace7d675a3865498d03298648de565e947e",
+return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested, 0}`,
+  sha1: "036d781dfdc185f1cc5b6afbf1b30747530322c2",
 });

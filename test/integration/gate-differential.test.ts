@@ -189,6 +189,54 @@ describe("gate scripts: what the gate learns", () => {
     expect((await pollGate(node, [key], wait("w3"), context())).holdMs).toBeGreaterThan(learned);
     expect(modelPoll("w3", "wait", "-")[4]).toBeGreaterThan(modelLearned);
   });
+
+  it("counts takes that found the keys free with no release since the take before, and predicts no end to such a hold, on real Redis and in the model", async () => {
+    const { node, model, key, keys, context, request, modelPoll } = gateFixture("gate-unreleased");
+    const wait = (waiter: string) => request(waiter, "wait", "-");
+    const take = async (waiter: string, token: string) => {
+      const real = await pollGate(node, [key], { ...wait(waiter), mode: "take", token }, context());
+      const modelled = modelPoll(waiter, "take", token);
+      expect(real.taken).toBe(true);
+      expect(modelled[0]).toBe(1);
+      return [real.unreleasedTakes, modelled[10]];
+    };
+    const release = async (token: string) => {
+      await releaseOnGate(node, [key], token, 5000, context());
+      runGateRelease(model, keys, [token, "1", "5000", "", "0"]);
+    };
+    // A waiter's look at the gate (it steps out of line again, so the takes stay first in line).
+    const look = async () => {
+      const real = await pollGate(node, [key], wait("w9"), context());
+      const modelled = modelPoll("w9", "wait", "-");
+      await pollGate(node, [key], { ...wait("w9"), mode: "leave" }, context());
+      modelPoll("w9", "leave", "-");
+      return { real, modelled };
+    };
+    // The key runs out (a placeholder, or the lock of a holder that died): no release.
+    const vanish = async () => {
+      await node.command(["DEL", key], AbortSignal.timeout(5000));
+      model.del(key);
+    };
+    // A hold of about 100 ms is learned; the next take follows a release: predictable.
+    expect(await take("w0", "a".repeat(40))).toEqual([0, 0]);
+    await new Promise((r) => setTimeout(r, 100));
+    await release("a".repeat(40));
+    expect(await take("w1", "b".repeat(40))).toEqual([0, 0]);
+    const before = await look();
+    expect(before.real.freeInMs).toBeGreaterThan(0);
+    expect(before.modelled[3]).toBeGreaterThan(0);
+    // Takes after keys that ran out count up, and their holds are not predicted.
+    await vanish();
+    expect(await take("w2", "c".repeat(40))).toEqual([1, 1]);
+    const behind = await look();
+    expect([behind.real.holdMs > 0, behind.real.pttlMs > 0, behind.real.freeInMs]).toEqual([true, true, 0]);
+    expect(behind.modelled[3]).toBe(0);
+    await vanish();
+    expect(await take("w3", "d".repeat(40))).toEqual([2, 2]);
+    // A release through the gate ends the count.
+    await release("d".repeat(40));
+    expect(await take("w4", "e".repeat(40))).toEqual([0, 0]);
+  });
 });
 
 describe("gate scripts: keys shared with another resource set", () => {

@@ -260,6 +260,47 @@ describe("a hot key with default options", () => {
     expect(gateRequests).toBeLessThan(15);
   });
 
+  it("waiters taking turns at a gate out of step lengthen one another's placeholders: behind a long hold, a few fan-outs and nobody gives up", async () => {
+    // A holder won the other nodes without the gate (per-node jitter, or a gate that restarted
+    // empty) and keeps the lock 5 s. A waiter that takes the gate finds the others held and leaves
+    // a placeholder there, longer each time; the first in line behind it took that take for a hold
+    // and aimed two takes at its predicted end, each a fan-out and an attempt, every time the
+    // placeholder ran out and was taken again: with the default 10 attempts it gave up with
+    // LockHeldError while the holder still had the lock. Placeholders also doubled only for the
+    // waiter that left them, so waiters taking turns at the gate each started again from the first.
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
+    // A line that teaches the gate a hold of 50 ms.
+    await hotKey(3, 1_000, nodes, {}, 50);
+    await vi.advanceTimersByTimeAsync(3_000);
+    const gate = gateIndex(["hot"], 5);
+    nodes.forEach((n, i) => {
+      if (i !== gate) n.occupy("hot", "won-without-the-gate", 5_000);
+    });
+    const sets = () => nodes.reduce((sum, n) => sum + n.log.filter((args) => args[0] === "SET").length, 0);
+    const setsBefore = sets();
+    const outcomes: unknown[] = [];
+    const waiters = Array.from({ length: 3 }, async () => {
+      try {
+        const lock = await new Redlock({ nodes, clock: fakeClock }).acquire("hot", 2000);
+        outcomes.push("acquired");
+        await lock.release();
+      } catch (error) {
+        outcomes.push(error);
+      }
+    });
+    let done = false;
+    void Promise.all(waiters).then(() => {
+      done = true;
+    });
+    for (let t = 0; !done && t < 30_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+    expect(outcomes.map(String)).toEqual(["acquired", "acquired", "acquired"]);
+    // Fan-outs (SET NX on the four other nodes): each waiter's first, two takes aimed at the
+    // first placeholder, a take each time a placeholder runs out (140 ms, doubling up to the 2 s
+    // TTL), then the three grants: about 16 in all.
+    expect((sets() - setsBefore) / 4).toBeLessThan(20);
+  });
+
   it("before any hold is recorded, a gate out of step stands the line still for a few round trips, not a request deadline", async () => {
     // A line forming under per-node jitter: a client won the other nodes but not the gate, and
     // lets go 150 ms later. A waiter takes the empty gate and finds the others held: its

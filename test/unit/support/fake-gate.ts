@@ -34,6 +34,8 @@ interface GateState {
   written: boolean;
   /** When a poll last found the lock keys partly held (another resource set holds shared keys). */
   foreign: number;
+  /** Takes in a row that found the keys free with no release through the gate since the take before. */
+  unreleased: number;
 }
 
 const states = new WeakMap<GateStore, Map<string, GateState>>();
@@ -63,6 +65,7 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       turns: 0,
       written: false,
       foreign: 0,
+      unreleased: 0,
     };
     byKey.set(queueKey, state);
   }
@@ -102,7 +105,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.queue.delete(waiter);
     state.leases.delete(waiter);
     for (const key of lockKeys) if (store.get(key) === token) store.del(key);
-    return [0, -1, -2, 0, 0, 0, 0, 0, 0, 0];
+    return [0, -1, -2, 0, 0, 0, 0, 0, 0, 0, 0];
   }
   let pttl = -2;
   let held = 0;
@@ -133,27 +136,29 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.queue.delete(waiter);
     state.leases.delete(waiter);
     const ago = state.released > 0 ? now - state.released : -1;
+    state.unreleased = state.released === 0 && state.took > 0 ? state.unreleased + 1 : 0;
     state.released = 0;
     state.took = now;
     state.taker = token;
     state.aimed = mode === "aim";
     state.written = true;
-    return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle, state.turns, 0];
+    return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle, state.turns, 0, state.unreleased];
   }
   state.leases.set(waiter, now + Number(lease));
   let freeIn = 0;
   if (pttl !== -2) {
     freeIn = pttl;
     let elapsed = state.ttl > 0 && pttl <= state.ttl ? state.ttl - pttl : -1;
-    // A holder that took the lock at the gate has held it since, whatever it extended.
-    if (state.took > 0 && now - state.took > elapsed && store.get(lockKeys[0] as string) === state.taker)
-      elapsed = now - state.took;
+    // A holder that took the lock at the gate has held it since, whatever it extended; one that
+    // took it after a placeholder or lock ran out is no hold to predict.
+    const byTaker = state.took > 0 && store.get(lockKeys[0] as string) === state.taker;
+    if (byTaker && now - state.took > elapsed) elapsed = now - state.took;
     if (state.hold > 0 && pttl > 0 && elapsed >= 0) {
-      const predicted = Math.max(0, state.hold - elapsed);
+      const predicted = byTaker && state.unreleased > 0 ? 0 : Math.max(0, state.hold - elapsed);
       if (predicted < pttl) freeIn = predicted;
     }
   }
-  return [0, rank, pttl, freeIn, state.hold, ticket, state.dev, state.cycle, state.turns, contested];
+  return [0, rank, pttl, freeIn, state.hold, ticket, state.dev, state.cycle, state.turns, contested, 0];
 }
 
 export function runGateRelease(store: GateStore, keys: string[], argv: string[]): RedisReply {
