@@ -49,6 +49,8 @@ export interface HotRun {
   lostUpdates: number;
   overlaps: number;
   efficiency: number;
+  /** The ideal cycle the efficiency is counted against (floor acquire + release + critical section), ms. */
+  idealCycleMs: number;
   /** Commands the lock nodes processed per handoff, by name. */
   commandsPerHandoff: Record<string, number>;
   firstError?: string;
@@ -203,6 +205,7 @@ function summarise(
     lostUpdates: Math.max(0, sections - counter),
     overlaps: clients.reduce((a, r) => a + r.overlaps, 0),
     efficiency: handoffsPerS / (1000 / idealCycleMs),
+    idealCycleMs,
     commandsPerHandoff,
     ...(firstError ? { firstError } : {}),
   };
@@ -568,11 +571,13 @@ function explainGaps(
     const sets = r.commandsPerHandoff.set ?? 0;
     const scripts = (r.commandsPerHandoff.evalsha ?? 0) + (r.commandsPerHandoff.eval ?? 0);
     const up = upstash.get(`${groupKey(r)}|${r.spec.policy}`);
+    const tcp = main.find((x) => groupKey(x) === groupKey(r) && x.spec.id === "sesame-redlock")?.idealCycleMs;
     part.notes.push(
       `edge-redlock is behind at C = ${r.c} (${r.delay}, ${r.spec.policy}): ${fmt(r.handoffsPerS)} handoffs/s against ${fmt(best)} for the best peer. ` +
-        `Each waiting attempt is a SET NX to all N nodes: ${fmt(r.attemptsPerHandoff)} attempts and ${fmt(sets)} SETs per handoff (plus ${fmt(scripts)} script calls: releases and cleanup of split votes)` +
+        `Its waiters stand in line at the gate, and the first in line aims one fan-out at the predicted release: ${fmt(r.attemptsPerHandoff)} fan-outs (each client's first attempt included), ${fmt(sets)} SETs and ${fmt(scripts)} script calls (gate polls, releases) per handoff` +
         `${up === undefined ? "" : `, where @upstash/lock polls one node (${fmt(up)} requests per handoff)`}. ` +
-        `Waiters that retry together split the nodes' votes so nobody reaches the quorum (wait p50 ${fmt(r.waitP50, 0)} ms, ${r.starved} of ${r.c} clients starved); a free lock then sits idle until the next retry, which the efficiency column shows (${Math.round(r.efficiency * 100)}%).`,
+        `Each handoff still waits for the quorum-th answer of a REST fan-out sent after the release: the ideal cycle (acquire + release + critical section) is ${fmt(r.idealCycleMs)} ms over REST` +
+        `${tcp === undefined ? "" : ` against ${fmt(tcp)} ms over TCP`}, and edge-redlock ran at ${Math.round(r.efficiency * 100)}% of its ideal rate (wait p50 ${fmt(r.waitP50, 0)} ms, ${r.starved} of ${r.c} clients starved).`,
     );
   }
 }
