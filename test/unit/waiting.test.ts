@@ -452,6 +452,42 @@ describe("giving up in line", () => {
     expect(perWaiterPerSecond).toBeLessThan(14);
   });
 
+  it("behind a holder whose hold cannot be predicted (it won without the gate, with a longer TTL, and died), the first in line polls at most 10 times a second", async () => {
+    // A line learns holds of 50 ms with 2 s keys; then a client takes the lock by a plain fan-out
+    // with a 10 s key and dies. The gate cannot tell how long it has held it, and the first in
+    // line polled it at the pace of the usual hold (every ~6 ms): the two waiters sent 182 requests
+    // each before the key ran out, nearly four Workers invocations' budgets of subrequests.
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
+    await hotKey(3, 1_000, nodes, {}, 50);
+    await vi.advanceTimersByTimeAsync(3_000);
+    const dead = new Redlock({ nodes, clock: fakeClock });
+    const deadLock = dead.acquire("hot", 10_000);
+    await vi.advanceTimersByTimeAsync(200);
+    await deadLock;
+    const requests = () => nodes.reduce((sum, n) => sum + n.log.length, 0);
+    const before = requests();
+    const started = Date.now();
+    const grants: number[] = [];
+    const waiters = Array.from({ length: 2 }, async () => {
+      const lock = await new Redlock({ nodes, clock: fakeClock, acquireTimeoutMs: 30_000 }).acquire("hot", 2000);
+      grants.push(Date.now() - started);
+      await lock.release();
+    });
+    let done = false;
+    void Promise.all(waiters).then(() => {
+      done = true;
+    });
+    for (let t = 0; !done && t < 30_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+    expect(done).toBe(true);
+    // The first waiter gets the lock once the dead holder's key runs out (~9.8 s from here).
+    expect(Math.min(...grants)).toBeGreaterThan(9_000);
+    expect(Math.min(...grants)).toBeLessThan(11_500);
+    // About 70 each now: 10 polls a second for the first in line, fewer behind it.
+    const perWaiter = (requests() - before) / 2;
+    expect(perWaiter).toBeLessThan(100);
+  });
+
   it("a holder that extends its lock (a long job under using()) is past the prediction too: no take aimed at each extension", async () => {
     // The same 3 s hold, extended every 500 ms. The gate counted a hold by the key's PTTL, which
     // each extension resets: every extension made the hold look fresh, the first in line aimed a
