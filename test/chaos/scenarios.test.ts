@@ -8,6 +8,7 @@ import { gateIndex } from "../../src/gate.js";
 import { createForkPool } from "../../tools/chaos/clients.js";
 import { runScenario, type ScenarioResult, type SharedNodes, startSharedNodes } from "../../tools/chaos/harness.js";
 import type { AuditEvent } from "../../tools/chaos/history.js";
+import { summarize } from "../../tools/chaos/report.js";
 import { createBuildCache } from "../../tools/chaos/run.js";
 import { SCENARIOS } from "../../tools/chaos/scenarios.js";
 import { isProcessAlive, waitForProcessExit } from "../../tools/nodes/process-utils.js";
@@ -18,6 +19,21 @@ const DURATION_MS = 2_000;
 const PROCESSES = 3;
 /** One process runs two workers. */
 const CLIENTS = 4;
+
+/**
+ * What a failed verdict needs to be understood from CI's output alone: the first example of each
+ * anomaly, the history of the lock it concerns, and the faults of the run.
+ */
+function anomalyContext(result: ScenarioResult): string {
+  const { examples } = summarize(result);
+  const locks = new Set(
+    Object.values(examples).flatMap((e) => [(e as { lock?: string }).lock].filter((l) => l !== undefined)),
+  );
+  const events = result.history.filter(
+    (e) => e.f === "fault-start" || e.f === "fault-end" || ("lock" in e && locks.has(String(e.lock))),
+  );
+  return JSON.stringify({ examples, events }).slice(0, 20_000);
+}
 
 const builds = createBuildCache();
 const results = new Map<string, ScenarioResult>();
@@ -59,7 +75,7 @@ describe("chaos scenarios, seed 1", () => {
         forks,
       });
       results.set(scenario.name, result);
-      expect(result.verdict.reasons).toEqual([]);
+      expect(result.verdict.reasons, anomalyContext(result)).toEqual([]);
       // The workload ran: clients tried to lock.
       expect(result.checks.liveness.acquires).toBeGreaterThan(0);
       // Nothing the run started outlives it.
