@@ -68,6 +68,33 @@ async function hotKey(
   return { grants, total, jain, overlaps, failures, errors, repeatShare: repeats / Math.max(1, holds.length - 1) };
 }
 
+/** Advances fake time in 5 ms steps until `work` has resolved, for at most `limitMs`: whether it did. */
+async function resolvesOnFakeTime(work: Promise<unknown>, limitMs: number): Promise<boolean> {
+  let done = false;
+  void work.then(() => {
+    done = true;
+  });
+  for (let t = 0; !done && t < limitMs; t += 5) await vi.advanceTimersByTimeAsync(5);
+  return done;
+}
+
+/** Requests the nodes have received, of every kind or those `which` picks. */
+function requestsTo(nodes: FakeNode[], which: (args: readonly unknown[]) => boolean = () => true): number {
+  return nodes.reduce((sum, n) => sum + n.log.filter(which).length, 0);
+}
+
+/**
+ * Five nodes 20 ms away whose gate for "hot" has learned holds of 50 ms from a line of 3 clients,
+ * which have left since (their kept places have run out).
+ */
+async function nodesThatLearnedHolds(): Promise<FakeNode[]> {
+  const nodes = fakeNodes(5);
+  for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
+  await hotKey(3, 1_000, nodes, {}, 50);
+  await vi.advanceTimersByTimeAsync(3_000);
+  return nodes;
+}
+
 /**
  * 4 clients take turns on one key with 50 ms holds; the 20th holder keeps it 3 s (extending it
  * every `extendEveryMs`, if given). Requests the others sent meanwhile, per waiter and second.
@@ -77,12 +104,8 @@ async function longHoldInLine(extendEveryMs?: number) {
   // No jitter: every take goes through the gate, so the line stays in step (a holder that won
   // without the gate is another case, tested on its own).
   for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
-  const requests = () => nodes.reduce((sum, n) => sum + n.log.length, 0);
-  const extensions = () =>
-    nodes.reduce(
-      (sum, n) => sum + n.log.filter((args) => args[0] === "EVALSHA" && args[1] === extendScript.sha1).length,
-      0,
-    );
+  const requests = () => requestsTo(nodes);
+  const extensions = () => requestsTo(nodes, (args) => args[0] === "EVALSHA" && args[1] === extendScript.sha1);
   let turns = 0;
   let overlaps = 0;
   let holder = false;
@@ -119,12 +142,7 @@ async function longHoldInLine(extendEveryMs?: number) {
       await lock.release();
     }
   });
-  let done = false;
-  void Promise.all(loops).then(() => {
-    done = true;
-  });
-  for (let t = 0; !done && t < 60_000; t += 5) await vi.advanceTimersByTimeAsync(5);
-  expect(done).toBe(true);
+  expect(await resolvesOnFakeTime(Promise.all(loops), 60_000)).toBe(true);
   const perWaiterPerSecond = (during.to - during.from) / 3 / (during.ms / 1000);
   return { errors, overlaps, turns, holderRequests, perWaiterPerSecond };
 }
@@ -268,16 +286,12 @@ describe("a hot key with default options", () => {
     // placeholder ran out and was taken again: with the default 10 attempts it gave up with
     // LockHeldError while the holder still had the lock. Placeholders also doubled only for the
     // waiter that left them, so waiters taking turns at the gate each started again from the first.
-    const nodes = fakeNodes(5);
-    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
-    // A line that teaches the gate a hold of 50 ms.
-    await hotKey(3, 1_000, nodes, {}, 50);
-    await vi.advanceTimersByTimeAsync(3_000);
+    const nodes = await nodesThatLearnedHolds();
     const gate = gateIndex(["hot"], 5);
     nodes.forEach((n, i) => {
       if (i !== gate) n.occupy("hot", "won-without-the-gate", 5_000);
     });
-    const sets = () => nodes.reduce((sum, n) => sum + n.log.filter((args) => args[0] === "SET").length, 0);
+    const sets = () => requestsTo(nodes, (args) => args[0] === "SET");
     const setsBefore = sets();
     const outcomes: unknown[] = [];
     const waiters = Array.from({ length: 3 }, async () => {
@@ -289,11 +303,7 @@ describe("a hot key with default options", () => {
         outcomes.push(error);
       }
     });
-    let done = false;
-    void Promise.all(waiters).then(() => {
-      done = true;
-    });
-    for (let t = 0; !done && t < 30_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+    await resolvesOnFakeTime(Promise.all(waiters), 30_000);
     expect(outcomes.map(String)).toEqual(["acquired", "acquired", "acquired"]);
     // Fan-outs (SET NX on the four other nodes): each waiter's first, two takes aimed at the
     // first placeholder, a take each time a placeholder runs out (140 ms, doubling up to the 2 s
@@ -457,16 +467,12 @@ describe("giving up in line", () => {
     // with a 10 s key and dies. The gate cannot tell how long it has held it, and the first in
     // line polled it at the pace of the usual hold (every ~6 ms): the two waiters sent 182 requests
     // each before the key ran out, nearly four Workers invocations' budgets of subrequests.
-    const nodes = fakeNodes(5);
-    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
-    await hotKey(3, 1_000, nodes, {}, 50);
-    await vi.advanceTimersByTimeAsync(3_000);
+    const nodes = await nodesThatLearnedHolds();
     const dead = new Redlock({ nodes, clock: fakeClock });
     const deadLock = dead.acquire("hot", 10_000);
     await vi.advanceTimersByTimeAsync(200);
     await deadLock;
-    const requests = () => nodes.reduce((sum, n) => sum + n.log.length, 0);
-    const before = requests();
+    const before = requestsTo(nodes);
     const started = Date.now();
     const grants: number[] = [];
     const waiters = Array.from({ length: 2 }, async () => {
@@ -474,17 +480,12 @@ describe("giving up in line", () => {
       grants.push(Date.now() - started);
       await lock.release();
     });
-    let done = false;
-    void Promise.all(waiters).then(() => {
-      done = true;
-    });
-    for (let t = 0; !done && t < 30_000; t += 5) await vi.advanceTimersByTimeAsync(5);
-    expect(done).toBe(true);
+    expect(await resolvesOnFakeTime(Promise.all(waiters), 30_000)).toBe(true);
     // The first waiter gets the lock once the dead holder's key runs out (~9.8 s from here).
     expect(Math.min(...grants)).toBeGreaterThan(9_000);
     expect(Math.min(...grants)).toBeLessThan(11_500);
     // About 70 each now: 10 polls a second for the first in line, fewer behind it.
-    const perWaiter = (requests() - before) / 2;
+    const perWaiter = (requestsTo(nodes) - before) / 2;
     expect(perWaiter).toBeLessThan(100);
   });
 
