@@ -16,6 +16,7 @@ import { floorPart, slowNodePart, uncontendedPart } from "./parts/latency.js";
 import { overlapPart } from "./parts/overlap.js";
 import { subrequestsPart } from "./parts/subrequests.js";
 import { type Environment, printPart, writeResults } from "./report.js";
+import { preloadScripts } from "./scripts.js";
 import { SYSTEMS } from "./systems.js";
 
 export const PARTS = {
@@ -97,6 +98,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
   const host = await startNodeHost(options.smoke ? 3 : 7);
   const results: PartResult[] = [];
   try {
+    await preloadScripts(host.nodes);
     const stamp = `${env.date.slice(0, 10)}, ${env.machine}, Node ${env.node}, ${env.mode} mode${options.provisional ? ", provisional" : ""} (see RESULTS.md)`;
     const ctx: BenchContext = { host, options, log, stamp };
     for (const id of options.parts) {
