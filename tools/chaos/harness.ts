@@ -62,6 +62,9 @@ export interface ScenarioResult {
 /** Lock keys of a scenario: its own prefix, so nothing of an earlier scenario on shared nodes counts. */
 const keyPrefixOf = (scenario: Scenario) => `chaos:${scenario.name}:`;
 
+/** How long the end of a run waits for the nodes' MONITOR streams to catch up, ms. */
+const MONITOR_DRAIN_TIMEOUT_MS = 15_000;
+
 /**
  * Nodes shared by the scenarios of a run (starting 5 nodes costs more than a short scenario):
  * before each scenario, every node is brought back (restarted if killed, continued if paused) and
@@ -297,8 +300,11 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       data: { workloadMs: workloadUntil - started },
     });
     await scanLeftovers(cluster, scenario, keyPrefix, emit);
-    // MONITOR lines trail the commands slightly.
-    await sleep(100);
+    // MONITOR lines trail the commands: wait until every stream shows a marker sent now. A stream
+    // read short of its end (the fixed 100 ms pause this replaces, on a loaded machine) lacks the
+    // last grants' writes, which checker 2's log half reads as keys the nodes never held: false
+    // over-claims. One that does not catch up fails the run instead.
+    await monitors.drain(MONITOR_DRAIN_TIMEOUT_MS);
   } finally {
     for (const cleanup of cleanups.reverse()) {
       try {

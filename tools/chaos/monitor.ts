@@ -6,8 +6,9 @@
  * arguments are reduced to token hashes.
  * @module
  */
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { connect, type Socket } from "node:net";
+import { Redis } from "ioredis";
 import { extendScript } from "../../src/scripts/extend.js";
 import { gateScript } from "../../src/scripts/gate.js";
 import { gateReleaseScript } from "../../src/scripts/gate-release.js";
@@ -37,6 +38,13 @@ export interface Monitors {
    * a `monitor-reset`: `empty` when the node came back without state, `gap` when lines were missed.
    */
   reconnect(node: number, reason: "empty" | "gap", port?: number): Promise<void>;
+  /**
+   * Waits until every running node's stream has caught up with now: an `ECHO` of a fresh marker,
+   * sent to each node, shows up in its MONITOR stream. A node that does not answer (down) has
+   * nothing more to show and is skipped.
+   * @throws when a stream does not show its marker within `timeoutMs`: the log is incomplete.
+   */
+  drain(timeoutMs: number): Promise<void>;
   /** Lines seen per node. */
   lines(): number[];
   close(): Promise<void>;
@@ -131,11 +139,17 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
       [gateScript.sha1, classifyScript(gateScript.source)],
     ]);
   const scripts = ports.map(known);
+  // Markers sent by drain(), per node, and what to call when the stream shows them.
+  const markers = ports.map(() => new Map<string, () => void>());
 
   const open = async (node: number): Promise<void> => {
-    const socket = await openMonitor(ports[node] as number, (line) => {
+    const socket = await openMonitor(ports[node] as number, (line, raw) => {
       const seq = seqs[node] ?? 0;
       seqs[node] = seq + 1;
+      const pending = markers[node] as Map<string, () => void>;
+      if (pending.size > 0) {
+        for (const [marker, seen] of pending) if (raw.includes(marker)) seen();
+      }
       if (!line) return;
       const event = monitorLineToEvent(line, node, seq, options.keyPrefix, scripts[node] as ScriptNames);
       if (event) options.emit(event);
@@ -156,6 +170,43 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
       await open(node);
       options.emit({ t: harnessNow(), process: `node${node}`, type: "info", f: "monitor-reset", node, seq, reason });
     },
+    async drain(timeoutMs) {
+      await Promise.all(
+        ports.map(async (port, node) => {
+          const pending = markers[node] as Map<string, () => void>;
+          const marker = `chaos-drain-${randomUUID()}`;
+          const seen = new Promise<void>((resolve) => pending.set(marker, resolve));
+          try {
+            const redis = new Redis({
+              host: "127.0.0.1",
+              port,
+              lazyConnect: true,
+              maxRetriesPerRequest: 0,
+              enableReadyCheck: false,
+            });
+            redis.on("error", () => {});
+            try {
+              await redis.connect();
+              await redis.echo(marker);
+            } catch {
+              return;
+            } finally {
+              redis.disconnect();
+            }
+            let timer: ReturnType<typeof setTimeout> | undefined;
+            const late = new Promise<never>((_, reject) => {
+              timer = setTimeout(
+                () => reject(new Error(`node ${node}'s MONITOR stream did not catch up within ${timeoutMs} ms`)),
+                timeoutMs,
+              );
+            });
+            await Promise.race([seen, late]).finally(() => clearTimeout(timer));
+          } finally {
+            pending.delete(marker);
+          }
+        }),
+      );
+    },
     lines: () => [...seqs],
     async close() {
       for (const c of connections) c?.destroy();
@@ -172,7 +223,7 @@ const RELEVANT = /^\+[\d.]+ \[\d+ [^\]]+\] "(?:set|eval|evalsha|del|unlink|pexpi
  */
 function openMonitor(
   port: number,
-  onLine: (line: { time: string; args: string[]; source: string } | undefined) => void,
+  onLine: (line: { time: string; args: string[]; source: string } | undefined, raw: string) => void,
 ): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, "127.0.0.1");
@@ -202,11 +253,11 @@ function openMonitor(
         }
         // Most lines are reads (the audits' GET/PTTL): skip them before parsing every argument.
         if (!RELEVANT.test(line)) {
-          onLine(undefined);
+          onLine(undefined, line);
           continue;
         }
         const parsed = parseMonitorLine(line);
-        if (parsed) onLine(parsed);
+        if (parsed) onLine(parsed, line);
       }
     });
   });
