@@ -41,6 +41,11 @@ async function startLaggingRelay(targetPort: number): Promise<typeof relay> {
   return { server, port: address.port, sockets };
 }
 
+/** A MONITOR of the node through the relay, its events into `history`. */
+function monitorThroughRelay(history: HistoryEvent[]) {
+  return startMonitors({ ports: [relay.port], keyPrefix: "lag:", emit: (event) => void history.push(event) });
+}
+
 beforeAll(async () => {
   cluster = await startNodes({ count: 1 });
   relay = await startLaggingRelay(cluster.nodes[0]?.redisPort as number);
@@ -57,11 +62,7 @@ afterAll(async () => {
 describe("MONITOR streams at the end of a run", () => {
   it("drain() waits for a stream that trails the commands, where a fixed pause missed its last writes", async () => {
     const history: HistoryEvent[] = [];
-    const monitors = await startMonitors({
-      ports: [relay.port],
-      keyPrefix: "lag:",
-      emit: (event) => void history.push(event),
-    });
+    const monitors = await monitorThroughRelay(history);
     const direct = new Redis({ host: "127.0.0.1", port: cluster.nodes[0]?.redisPort as number });
     try {
       await direct.set("lag:k", "token", "PX", 10_000);
@@ -78,12 +79,7 @@ describe("MONITOR streams at the end of a run", () => {
   });
 
   it("drain() fails when a running node's stream never shows its marker", async () => {
-    const history: HistoryEvent[] = [];
-    const monitors = await startMonitors({
-      ports: [relay.port],
-      keyPrefix: "lag:",
-      emit: (event) => void history.push(event),
-    });
+    const monitors = await monitorThroughRelay([]);
     try {
       // The stream is cut: the node still answers, but nothing more reaches the monitor.
       for (const s of relay.sockets) s.pause();
