@@ -40,8 +40,8 @@ export interface Monitors {
   reconnect(node: number, reason: "empty" | "gap", port?: number): Promise<void>;
   /**
    * Waits until every running node's stream has caught up with now: an `ECHO` of a fresh marker,
-   * sent to each node, shows up in its MONITOR stream. A node that does not answer (down) has
-   * nothing more to show and is skipped.
+   * sent to each node, shows up in its MONITOR stream. A node that does not answer the `ECHO`
+   * within `timeoutMs` (down, or paused: no scenario ends with a node paused) is skipped.
    * @throws when a stream does not show its marker within `timeoutMs`: the log is incomplete.
    */
   drain(timeoutMs: number): Promise<void>;
@@ -183,6 +183,9 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
               lazyConnect: true,
               maxRetriesPerRequest: 0,
               enableReadyCheck: false,
+              // A paused node answers nothing: skipped like a down one, not waited on forever.
+              connectTimeout: timeoutMs,
+              commandTimeout: timeoutMs,
             });
             redis.on("error", () => {});
             try {
