@@ -9,7 +9,7 @@
  * @module
  */
 import { Redis } from "ioredis";
-import { type Lock, Redlock } from "../../src/index.js";
+import { type AttemptReport, type Lock, Redlock } from "../../src/index.js";
 import { harnessNow } from "./clock.js";
 import { type AuditEvent, type AuditedNode, type HistoryEvent, tokenId } from "./history.js";
 import type { ClientConfig, DrivenOp, FromClient, ToClient } from "./protocol.js";
@@ -155,7 +155,11 @@ class Client {
     try {
       lock = once ? await this.#redlock.tryAcquire(resource, ttlMs) : await this.#redlock.acquire(resource, ttlMs);
     } catch (error) {
-      emit({ t: harnessNow(), type: "fail", f: "acquire", resource, error: codeOf(error) }, id);
+      const detail = attemptsOf(error);
+      emit(
+        { t: harnessNow(), type: "fail", f: "acquire", resource, error: codeOf(error), ...(detail ? { detail } : {}) },
+        id,
+      );
       return undefined;
     }
     if (!lock) {
@@ -388,6 +392,19 @@ function fenceOf(lock: Lock): string | undefined {
   if (typeof fence === "number" || typeof fence === "bigint") return String(fence);
   if (typeof fence === "string" && /^\d+$/.test(fence)) return fence;
   return undefined;
+}
+
+/**
+ * What a failed acquire tried, from the error's attempt reports: its fan-outs and the last one's
+ * outcome per node (no tokens). Without it a history shows that waiters gave up, not whether they
+ * gave up in line (one fan-out, then polls of the gate, which no report counts after the last
+ * fan-out) or after falling back to fan-outs.
+ */
+function attemptsOf(error: unknown): string | undefined {
+  const attempts = (error as { attempts?: readonly AttemptReport[] } | null)?.attempts;
+  const last = attempts?.at(-1);
+  if (!attempts || !last) return undefined;
+  return `${attempts.length} fan-outs; last: ${last.nodes.map((n) => n.outcome).join(" ")}`;
 }
 
 function codeOf(error: unknown): string {

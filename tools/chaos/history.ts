@@ -71,6 +71,8 @@ export interface LockEvent extends Base {
   readonly claimedDeadline?: number;
   /** Error code (fail). */
   readonly error?: string;
+  /** A failed acquire: how many fan-outs it made and the last one's outcome per node. */
+  readonly detail?: string;
   /** Acquire/extend round trip as the client measured it (ok/fail). */
   readonly latencyMs?: number;
   /** Release: nodes that released. */
