@@ -223,6 +223,8 @@ class Acquisition {
       // As retries always did: give up at once when the delay would cross the acquire deadline.
       if (this.#o.clock.now() + delay >= this.#deadline) this.#timeOut();
       await this.#sleep(delay);
+      // The gate answered the last fan-out after its vote was decided (see `#fanOut`).
+      if (this.#shouldWaitInLine(report)) return this.#waitInLine();
       const result = await this.#fanOut();
       if (result.lock) return result.lock;
       this.#checkAfterAttempt(result.report);
@@ -431,10 +433,19 @@ class Acquisition {
         );
     this.#polls = 0;
     this.#reports.push(result.report);
-    // A gate that timed out on a poll but answers in a fan-out is back: wait in line again.
+    // A gate that timed out on a poll but answers in a fan-out is back: wait in line again. The
+    // vote is often decided before the gate answers (a quorum of the others said "held"): then its
+    // answer, if it comes within the request deadline, says so. Read only at settlement, a gate
+    // slower than the other nodes never came back: under load, waiters kept fanning out until
+    // their attempts ran out, splitting the votes (the chaos hot-key scenario beside busy loops).
     if (this.#gateDown) {
       const gateOutcome = result.report.nodes[this.#gate]?.outcome;
       if (gateOutcome === "held" || gateOutcome === "acquired") this.#gateDown = false;
+      else if (gateOutcome === "pending" && !result.lock) {
+        void result.fan?.outcomeOf(this.#gate).then(({ outcome }) => {
+          if (outcome === "held" || outcome === "acquired") this.#gateDown = false;
+        });
+      }
     }
     // Granted without the gate's take (a quorum of the others): step out of line at once, or
     // those behind us would wait for our lease to run out.

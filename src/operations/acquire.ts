@@ -6,7 +6,7 @@ import {
   type RedlockError,
   ValidityExhaustedError,
 } from "../errors.js";
-import type { TaskContext } from "../fanout.js";
+import type { FanOut, TaskContext } from "../fanout.js";
 import { Lock, type LockOperations } from "../lock.js";
 import { acquireOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
@@ -30,7 +30,13 @@ export interface AcquireRequest {
 /** The outcome of one attempt: a lock, or the report of why not. */
 export type AttemptResult =
   | { lock: Lock; report: AttemptReport }
-  | { lock?: undefined; report: AttemptReport; token: string };
+  | {
+      lock?: undefined;
+      report: AttemptReport;
+      token: string;
+      /** The attempt's fan-out: answers still in flight when the vote was decided arrive through it. */
+      fan?: FanOut;
+    };
 
 /**
  * How the gate node takes part in an attempt made while waiting: a task of its own (a take-mode
@@ -117,7 +123,7 @@ export async function attemptAcquire(
     undefined,
     gateOutOfStep ? { index: gate.index, holdMs: gate.placeholderMs() } : undefined,
   );
-  return { report, token };
+  return { report, token, fan };
 }
 
 /** `SET NX` on a node, asked again while it says "held" and the gate is ours (see {@link GateRole}). */
