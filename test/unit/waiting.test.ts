@@ -509,6 +509,9 @@ describe("giving up in line", () => {
     // the gate's answer arrives, so the gate read as pending, and pending never brought the
     // waiter back: it fanned out until its attempts ran out and gave up with LockHeldError while
     // the holder still held (under load, the chaos hot-key scenario's waiters did the same).
+    // The backoff's full jitter at its midpoint, so that the count of fan-outs does not depend on
+    // the draw (with small draws, a few more fan-outs fit before the gate's first late answer).
+    vi.spyOn(Math, "random").mockReturnValue(0.5);
     const nodes = fakeNodes(5);
     const gate = gateIndex(["hot"], 5);
     for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 5 };
@@ -536,7 +539,11 @@ describe("giving up in line", () => {
         error = e;
       },
     );
-    expect(await resolvesOnFakeTime(waiting, 20_000)).toBe(true);
+    try {
+      expect(await resolvesOnFakeTime(waiting, 20_000)).toBe(true);
+    } finally {
+      vi.mocked(Math.random).mockRestore();
+    }
     expect(error).toBeUndefined();
     // 10 (all its attempts) before; now 4: the first, one after the timed-out poll (the gate
     // answers it late), and the take.
