@@ -102,6 +102,10 @@ function stdinIsPipe(): boolean {
 }
 
 async function main(): Promise<void> {
+  // The parent we were started by, read before anything else: read after endpoints.json was
+  // written (which tells pollers we are ready), a parent that died in between was never seen to
+  // go, and we outlived it (a `.ci/run` under load: the supervisor test's shell killed right then).
+  const parent = process.ppid;
   const options = parseCli();
   const log = options.verbose ? (message: string) => process.stderr.write(`${message}\n`) : undefined;
   const started = performance.now();
@@ -142,7 +146,7 @@ async function main(): Promise<void> {
   }
   // The parent died (we were re-parented): nobody is left to stop us. npm/tsx wrappers in between
   // relay signals, but not their own death by SIGKILL.
-  const parent = process.ppid;
+  if (process.ppid !== parent) void shutdown("parent process exited");
   setInterval(() => {
     if (process.ppid !== parent) void shutdown("parent process exited");
   }, 250).unref();
