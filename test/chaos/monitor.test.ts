@@ -3,57 +3,36 @@
  * to its end before the checkers replay it, or checker 2's log half takes the keys it has not
  * shown yet for keys the node never held.
  */
-import { createServer, connect as netConnect, type Server, type Socket } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTcpProxy, type TcpProxy } from "../../tools/bench/tcp-proxy.js";
 import type { HistoryEvent } from "../../tools/chaos/history.js";
 import { startMonitors } from "../../tools/chaos/monitor.js";
 import { startNodes } from "../../tools/nodes/index.js";
 import { isProcessAlive } from "../../tools/nodes/process-utils.js";
 
-/** How late the relay hands the node's output to its client, ms. */
+/** How late the proxy hands the node's output to its client, ms. */
 const LAG_MS = 1_000;
 
 type Cluster = Awaited<ReturnType<typeof startNodes>>;
 let cluster: Cluster;
-let relay: { server: Server; port: number; sockets: Set<Socket> };
+/** The bench's delaying TCP proxy in front of the node: every answer, MONITOR lines included, `LAG_MS` late. */
+let lagging: TcpProxy;
+const redisPort = () => cluster.nodes[0]?.redisPort as number;
 
-/** A relay to the node that holds everything the node sends for `LAG_MS`, in order. */
-async function startLaggingRelay(targetPort: number): Promise<typeof relay> {
-  const sockets = new Set<Socket>();
-  const server = createServer((inbound) => {
-    const outbound = netConnect(targetPort, "127.0.0.1");
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on("error", () => {});
-      s.on("close", () => sockets.delete(s));
-    }
-    inbound.on("data", (chunk) => outbound.write(chunk));
-    outbound.on("data", (chunk) => {
-      setTimeout(() => inbound.writable && inbound.write(chunk), LAG_MS);
-    });
-    inbound.on("close", () => outbound.destroy());
-    outbound.on("close", () => setTimeout(() => inbound.destroy(), LAG_MS));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("relay has no port");
-  return { server, port: address.port, sockets };
-}
-
-/** A MONITOR of the node through the relay, its events into `history`. */
-function monitorThroughRelay(history: HistoryEvent[]) {
-  return startMonitors({ ports: [relay.port], keyPrefix: "lag:", emit: (event) => void history.push(event) });
+/** A MONITOR of the node, its events into `history`. */
+function monitor(port: number, history: HistoryEvent[] = []) {
+  return startMonitors({ ports: [port], keyPrefix: "lag:", emit: (event) => void history.push(event) });
 }
 
 beforeAll(async () => {
   cluster = await startNodes({ count: 1 });
-  relay = await startLaggingRelay(cluster.nodes[0]?.redisPort as number);
+  lagging = await startTcpProxy(redisPort());
+  lagging.setDelay({ fixedMs: LAG_MS, jitterMs: 0 });
 });
 
 afterAll(async () => {
-  for (const s of relay.sockets) s.destroy();
-  await new Promise<void>((resolve) => relay.server.close(() => resolve()));
+  await lagging.close();
   const pids = cluster.pids();
   await cluster.stop();
   expect(pids.filter(isProcessAlive)).toEqual([]);
@@ -62,8 +41,8 @@ afterAll(async () => {
 describe("MONITOR streams at the end of a run", () => {
   it("drain() waits for a stream that trails the commands, where a fixed pause missed its last writes", async () => {
     const history: HistoryEvent[] = [];
-    const monitors = await monitorThroughRelay(history);
-    const direct = new Redis({ host: "127.0.0.1", port: cluster.nodes[0]?.redisPort as number });
+    const monitors = await monitor(lagging.port, history);
+    const direct = new Redis({ host: "127.0.0.1", port: redisPort() });
     try {
       await direct.set("lag:k", "token", "PX", 10_000);
       const sets = () => history.filter((e) => e.f === "monitor" && e.cmd === "SET" && e.key === "lag:k");
@@ -79,11 +58,7 @@ describe("MONITOR streams at the end of a run", () => {
   });
 
   it("drain() skips a node that does not answer (paused) instead of waiting on it", async () => {
-    const monitors = await startMonitors({
-      ports: [cluster.nodes[0]?.redisPort as number],
-      keyPrefix: "lag:",
-      emit: () => {},
-    });
+    const monitors = await monitor(redisPort());
     cluster.pause(0);
     try {
       await expect(monitors.drain(500)).resolves.toBeUndefined();
@@ -94,13 +69,17 @@ describe("MONITOR streams at the end of a run", () => {
   });
 
   it("drain() fails when a running node's stream never shows its marker", async () => {
-    const monitors = await monitorThroughRelay([]);
+    const monitors = await monitor(redisPort());
+    const admin = new Redis({ host: "127.0.0.1", port: redisPort() });
     try {
-      // The stream is cut: the node still answers, but nothing more reaches the monitor.
-      for (const s of relay.sockets) s.pause();
-      await expect(monitors.drain(3 * LAG_MS)).rejects.toThrow(/did not catch up/);
+      // The stream is cut (its connection dropped): the node still answers, nothing reaches the monitor.
+      const list = String(await admin.client("LIST"));
+      const id = /id=(\d+) [^\n]* flags=O /.exec(list)?.[1];
+      expect(id).toBeDefined();
+      expect(await admin.client("KILL", "ID", id as string)).toBe(1);
+      await expect(monitors.drain(1_000)).rejects.toThrow(/did not catch up/);
     } finally {
-      for (const s of relay.sockets) s.resume();
+      admin.disconnect();
       await monitors.close();
     }
   });

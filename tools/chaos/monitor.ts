@@ -237,7 +237,7 @@ function openMonitor(
       if (!confirmed) reject(error);
     });
     socket.on("error", () => {});
-    socket.on("connect", () => socket.write("MONITOR\r\n"));
+    socket.on("connect", () => socket.write("*1\r\n$7\r\nMONITOR\r\n"));
     socket.on("data", (chunk: string) => {
       buffer += chunk;
       let end = buffer.indexOf("\r\n");
