@@ -7,9 +7,8 @@
  * library script gets added here rather than silently measured wrong.
  */
 import { createHash } from "node:crypto";
-import { readdirSync } from "node:fs";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import type { RedisArgument, RedisNode, RedisReply } from "../../src/index.js";
+import { libraryScripts } from "./scripts.js";
 
 type Arg = string | number;
 type ScriptRun = (store: MemoryStore, keys: string[], argv: string[]) => RedisReply;
@@ -55,22 +54,6 @@ function isCompareAndDelete(source: string): boolean {
 
 const compareAndDelete: ScriptRun = (s, [key], [token]) =>
   s.get(key as string) === token && s.delete(key as string) ? 1 : 0;
-
-/** Every Script object exported by src/scripts/*.ts: name and SHA-1. */
-async function libraryScripts(): Promise<{ name: string; sha1: string; source: string }[]> {
-  const dir = fileURLToPath(new URL("../../src/scripts/", import.meta.url));
-  const found: { name: string; sha1: string; source: string }[] = [];
-  for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
-    const module = (await import(pathToFileURL(`${dir}${file}`).href)) as Record<string, unknown>;
-    for (const value of Object.values(module)) {
-      const script = value as { name?: unknown; sha1?: unknown; source?: unknown };
-      if (typeof script?.name === "string" && typeof script.sha1 === "string" && typeof script.source === "string") {
-        found.push({ name: script.name, sha1: script.sha1, source: script.source });
-      }
-    }
-  }
-  return found;
-}
 
 /** One in-memory Redis: string keys with a millisecond expiry, and the scripts it knows. */
 export class MemoryStore {

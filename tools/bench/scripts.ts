@@ -1,26 +1,28 @@
 /**
- * Warms the lock nodes' script caches with every Lua script of the library.
+ * The library's Lua scripts, as the bench finds them in src/scripts, and a warm start for the
+ * lock nodes' script caches.
  * @module
  */
+import { readdirSync } from "node:fs";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { Redis } from "ioredis";
-import { acquireAllScript } from "../../src/scripts/acquire-all.js";
-import { extendScript } from "../../src/scripts/extend.js";
-import { gateScript } from "../../src/scripts/gate.js";
-import { gateReleaseScript } from "../../src/scripts/gate-release.js";
-import { inspectScript } from "../../src/scripts/inspect.js";
-import { releaseScript } from "../../src/scripts/release.js";
-import { verifyScript } from "../../src/scripts/verify.js";
 import type { HostNode } from "./node-host-protocol.js";
 
-const SCRIPTS = [
-  acquireAllScript,
-  extendScript,
-  gateScript,
-  gateReleaseScript,
-  inspectScript,
-  releaseScript,
-  verifyScript,
-];
+/** Every Script object exported by src/scripts/*.ts: name, SHA-1 and source. */
+export async function libraryScripts(): Promise<{ name: string; sha1: string; source: string }[]> {
+  const dir = fileURLToPath(new URL("../../src/scripts/", import.meta.url));
+  const found: { name: string; sha1: string; source: string }[] = [];
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
+    const module = (await import(pathToFileURL(`${dir}${file}`).href)) as Record<string, unknown>;
+    for (const value of Object.values(module)) {
+      const script = value as { name?: unknown; sha1?: unknown; source?: unknown };
+      if (typeof script?.name === "string" && typeof script.sha1 === "string" && typeof script.source === "string") {
+        found.push({ name: script.name, sha1: script.sha1, source: script.source });
+      }
+    }
+  }
+  return found;
+}
 
 /**
  * `SCRIPT LOAD`s the library's scripts on every lock node, over the redis-server's own port (no
@@ -32,11 +34,12 @@ const SCRIPTS = [
  * on their uncontended path (or are sent whole every time), so their warm-up loads them.
  */
 export async function preloadScripts(nodes: readonly HostNode[]): Promise<void> {
+  const scripts = await libraryScripts();
   await Promise.all(
     nodes.map(async (node) => {
       const redis = new Redis({ host: "127.0.0.1", port: node.redisPort, maxRetriesPerRequest: 1 });
       try {
-        for (const script of SCRIPTS) {
+        for (const script of scripts) {
           const sha1 = await redis.script("LOAD", script.source);
           if (sha1 !== script.sha1)
             throw new Error(`the ${script.name} script hashes to ${String(sha1)}, not its recorded sha1`);
