@@ -439,13 +439,13 @@ class Acquisition {
     // slower than the other nodes never came back: under load, waiters kept fanning out until
     // their attempts ran out, splitting the votes (the chaos hot-key scenario beside busy loops).
     if (this.#gateDown) {
+      const noteGate = (outcome: NodeOutcomeKind | undefined) => {
+        if (outcome === "held" || outcome === "acquired") this.#gateDown = false;
+      };
       const gateOutcome = result.report.nodes[this.#gate]?.outcome;
-      if (gateOutcome === "held" || gateOutcome === "acquired") this.#gateDown = false;
-      else if (gateOutcome === "pending" && !result.lock) {
-        void result.fan?.outcomeOf(this.#gate).then(({ outcome }) => {
-          if (outcome === "held" || outcome === "acquired") this.#gateDown = false;
-        });
-      }
+      noteGate(gateOutcome);
+      if (gateOutcome === "pending" && !result.lock)
+        void result.fan?.outcomeOf(this.#gate).then((o) => noteGate(o.outcome));
     }
     // Granted without the gate's take (a quorum of the others): step out of line at once, or
     // those behind us would wait for our lease to run out.
@@ -507,7 +507,7 @@ class Acquisition {
       // First in line, with no release to aim at within reach: the gate has no record of how long
       // holds last, or this holder's hold cannot be predicted (it won without the gate, with a
       // longer TTL than the line's), or it is predicted further off than a sleep. The holder may
-      // let go any moment before its key expires (the bench's acquire behind a 300 ms hold: 15
+      // let go any moment before its key expires (the bench's acquire behind a 300 ms hold: 14–15
       // subrequests in all). At a poll interval, the first in line behind a holder that died with
       // a 10 s key sent 182 requests (test/unit/waiting.test.ts).
       return this.#patientPace(interval, this.#headSince, answer.freeInMs);
