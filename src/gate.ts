@@ -8,6 +8,7 @@ import type { NodeOutcomeKind } from "./report.js";
 import { gateScript } from "./scripts/gate.js";
 import { gateReleaseScript } from "./scripts/gate-release.js";
 import { runScript, type Script } from "./scripts/script.js";
+import { within } from "./signals.js";
 import type { RedisNode } from "./transport.js";
 
 /** What the gate said to one poll. */
@@ -221,7 +222,7 @@ export function hotKeyOf(keys: readonly string[]): string {
  */
 export class HotResources {
   readonly #until = new Map<string, number>();
-  readonly #places = new Map<string, Promise<Place | undefined>>();
+  readonly #places = new Map<string, { place: Promise<Place | undefined>; answerBy: number }>();
   /** This client's acquisitions in progress and locks held, by gate key: id → until when at most. */
   readonly #busy = new Map<string, Map<string, number>>();
 
@@ -254,18 +255,25 @@ export class HotResources {
   /**
    * Keep the place in line that a release is asking for, for this client's next acquisition of
    * the key. A promise: the release settles at a quorum, maybe before the gate has answered.
+   * `answerBy`: the clock reading by which the gate's answer comes or never will (the release's
+   * deadline).
    */
-  keepPlace(key: string, place: Promise<Place | undefined>): void {
+  keepPlace(key: string, place: Promise<Place | undefined>, answerBy: number): void {
     if (this.#places.size > 1024) this.#places.clear();
-    this.#places.set(key, place);
+    this.#places.set(key, { place, answerBy });
   }
 
-  /** The place kept for `key`, once, if its lease still has a poll interval or more to run. */
-  async takePlace(key: string, clock: { now(): number }): Promise<Place | undefined> {
-    const pending = this.#places.get(key);
-    if (pending === undefined) return undefined;
+  /**
+   * The place kept for `key`, once, if its lease still has a poll interval or more to run. Waits
+   * for the release's answer until its deadline at most, on a timer of its own: the release may
+   * belong to another request, whose I/O on Workers is cancelled when that request ends, so that
+   * its answer never comes. Rejects if `signal` aborts first.
+   */
+  async takePlace(key: string, clock: { now(): number }, signal?: AbortSignal): Promise<Place | undefined> {
+    const kept = this.#places.get(key);
+    if (kept === undefined) return undefined;
     this.#places.delete(key);
-    const place = await pending;
+    const place = await within(kept.place, kept.answerBy - clock.now(), signal);
     return place !== undefined && clock.now() < place.at + place.leaseMs - 100 ? place : undefined;
   }
 

@@ -174,7 +174,9 @@ class Acquisition {
       if (this.#maxAttempts > 1 && !this.#o.fencing && queueAtOnce) {
         // Our last release may have kept us a place at the back of the line: sleep as a poll
         // from there would have told us to, and skip the poll.
-        const place = await this.#engine.hot.takePlace(this.#hotKey, this.#o.clock);
+        const place = await this.#engine.hot
+          .takePlace(this.#hotKey, this.#o.clock, this.#signal)
+          .catch((reason: unknown) => this.#abandon(reason));
         if (place === undefined) return await this.#waitInLine();
         this.#waiterId = place.waiter;
         this.#ticket = place.ticket;
@@ -712,9 +714,14 @@ class Acquisition {
     try {
       await sleep(ms, this.#signal);
     } catch (reason) {
-      this.#leave();
-      throw abortedError(this.#request.resources, this.#reports, reason);
+      this.#abandon(reason);
     }
+  }
+
+  /** The caller's signal aborted: leave the line and throw. */
+  #abandon(reason: unknown): never {
+    this.#leave();
+    throw abortedError(this.#request.resources, this.#reports, reason);
   }
 
   #acquireTimeoutSet(): boolean {

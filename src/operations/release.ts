@@ -36,7 +36,8 @@ export async function releaseKeys(
     ? { waiter: randomToken(), leaseMs: HOT_AFTER_RELEASE_MS }
     : undefined;
   let keep: (place: Place | undefined) => void = () => {};
-  if (requeue) engine.hot.keepPlace(hotKey, new Promise((resolve) => (keep = resolve)));
+  if (requeue)
+    engine.hot.keepPlace(hotKey, new Promise((resolve) => (keep = resolve)), o.clock.now() + o.requestTimeoutMs);
   const { report, fan } = await engine.vote(o, "release", resources, 1, undefined, {
     yes: "released",
     task: async (i, context) => {

@@ -5,10 +5,11 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { gateIndex } from "../../src/gate.js";
-import { LockHeldError, Redlock, type RedlockOptions } from "../../src/index.js";
+import { LockHeldError, type RedisNode, Redlock, type RedlockOptions } from "../../src/index.js";
 import { extendScript } from "../../src/scripts/extend.js";
 import { gateScript } from "../../src/scripts/gate.js";
 import { gateReleaseScript } from "../../src/scripts/gate-release.js";
+import type { RedisReply } from "../../src/transport.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
 
 beforeEach(() => {
@@ -648,5 +649,43 @@ describe("giving up in line", () => {
     );
     expect([...fresh]).toEqual([place]);
     await run(again.release());
+  });
+
+  it("a kept place whose release never hears from the gate (its request's I/O was cancelled) does not hold up the next acquisition", async () => {
+    // On Workers, a release that outlives its request (waitUntil ended at the quorum) has its
+    // remaining I/O cancelled: the gate's answer, which resolves the place kept for the next
+    // acquisition, never comes, and no timer of that request fires either. Before the fix the next
+    // acquisition of the key awaited that place forever (one demo request hung until the client's
+    // 300 s timeout).
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 1 };
+    const gate = nodes[gateIndex(["k"], 5)] as FakeNode;
+    let cutOff = false;
+    const lostGate: RedisNode = {
+      id: gate.id,
+      command: (args, signal) =>
+        cutOff && args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1
+          ? new Promise<RedisReply>(() => {})
+          : gate.command(args, signal),
+    };
+    const aNodes = nodes.map((n) => (n === gate ? lostGate : n));
+    const a = new Redlock({ nodes: aNodes, clock: fakeClock });
+    const b = new Redlock({ nodes, clock: fakeClock });
+    // B holds; A waits for it, so the key is hot for A and A's release keeps a place.
+    const firstAcquire = b.acquire("k", 2000);
+    expect(await resolvesOnFakeTime(firstAcquire, 1000)).toBe(true);
+    const first = await firstAcquire;
+    const aWaits = a.acquire("k", 2000);
+    expect(await resolvesOnFakeTime(new Promise((r) => setTimeout(r, 40)), 100)).toBe(true);
+    expect(await resolvesOnFakeTime(first.release(), 1000)).toBe(true);
+    expect(await resolvesOnFakeTime(aWaits, 5000)).toBe(true);
+    const aLock = await aWaits;
+    cutOff = true;
+    expect(await resolvesOnFakeTime(aLock.release(), 1000)).toBe(true);
+    // The gate still holds A's key (its DEL never ran): the next acquisition waits for its TTL.
+    const again = a.acquire("k", 2000);
+    expect(await resolvesOnFakeTime(again, 10_000)).toBe(true);
+    const lock = await again;
+    expect(nodes.filter((n) => n.get("k") === lock.token).length).toBeGreaterThanOrEqual(3);
   });
 });
