@@ -3,7 +3,7 @@
  * the slow nodes of a release. Every piece has a deadline, so waiting for it always ends.
  * @module
  */
-import { backgroundTimeout } from "./signals.js";
+import { backgroundTimeout, within } from "./signals.js";
 
 /** What {@link BackgroundWork.settled} resolves with. */
 export interface SettledResult {
@@ -14,42 +14,58 @@ export interface SettledResult {
   readonly abandoned: number;
 }
 
+/**
+ * How long past the latest deadline `settled()` waits on a timer of its own: the pieces' own
+ * timers, when they can still fire, come first.
+ */
+const SETTLED_GRACE_MS = 100;
+
 /** A set of background promises, each bounded by its own deadline. */
 export class BackgroundWork {
-  readonly #pending = new Set<Promise<void>>();
+  /** Each piece: its `Date.now()` deadline, and how to abandon it there. */
+  readonly #pending = new Map<Promise<void>, { deadline: number; abandon: () => void }>();
   #abandoned = 0;
 
-  /**
-   * Track `work`; it counts as abandoned if it has not settled `deadlineMs` from now. Without a
-   * deadline, `work` must be bounded by one of its own (a fan-out's outcomes, for instance).
-   */
-  track(work: Promise<unknown>, deadlineMs?: number): void {
+  /** Track `work`; it counts as abandoned if it has not settled `deadlineMs` from now. */
+  track(work: Promise<unknown>, deadlineMs: number): void {
+    let abandon = () => {};
     const bounded = new Promise<void>((resolve) => {
+      abandon = () => {
+        // Counted once, by whichever notices first: this timer or settled().
+        if (this.#pending.delete(bounded)) this.#abandoned++;
+        resolve();
+      };
       // Unreferenced: background work alone does not keep a process alive; settled() does.
-      const timer =
-        deadlineMs === undefined
-          ? undefined
-          : backgroundTimeout(() => {
-              this.#abandoned++;
-              resolve();
-            }, deadlineMs);
+      const timer = backgroundTimeout(abandon, deadlineMs);
       const done = () => {
-        if (timer !== undefined) clearTimeout(timer);
+        clearTimeout(timer);
+        this.#pending.delete(bounded);
         resolve();
       };
       work.then(done, done);
     });
-    this.#pending.add(bounded);
-    void bounded.then(() => this.#pending.delete(bounded));
+    this.#pending.set(bounded, { deadline: Date.now() + deadlineMs, abandon });
   }
 
-  /** Resolves once every piece tracked so far, and any started meanwhile, has settled or been abandoned. */
+  /**
+   * Resolves once every piece tracked so far, and any started meanwhile, has settled or been
+   * abandoned. Waits on timers of its own: on Workers, work started by a request that has ended
+   * never settles (its I/O and timers are cancelled with it), and a caller in another request
+   * must not wait for it forever.
+   */
   async settled(): Promise<SettledResult> {
     const before = this.#abandoned;
     // Keep the process alive while someone waits: the work's own timers are unreferenced.
     const keepAlive = setInterval(() => {}, 60_000);
     try {
-      while (this.#pending.size > 0) await Promise.all(this.#pending);
+      while (this.#pending.size > 0) {
+        const pieces = [...this.#pending.values()];
+        const latest = Math.max(...pieces.map((piece) => piece.deadline));
+        const all = Promise.all(this.#pending.keys()).then(() => true);
+        if ((await within(all, latest - Date.now() + SETTLED_GRACE_MS)) === undefined) {
+          for (const piece of pieces) piece.abandon();
+        }
+      }
     } finally {
       clearInterval(keepAlive);
     }

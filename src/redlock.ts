@@ -47,7 +47,8 @@ export interface UsingOptions extends AcquireOptions {
   /**
    * Hand the final release to the platform instead of awaiting it, e.g. Workers'
    * `ctx.waitUntil` or Vercel's `waitUntil`: the response is not held up by the release round
-   * trip, and the runtime keeps the request alive until it is done.
+   * trip, and the runtime keeps the request alive until it is done, slow nodes included (the
+   * promise handed over ends with {@link Redlock.settled}).
    * @default undefined (the release is awaited before `using` resolves)
    */
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
@@ -157,7 +158,11 @@ export class Redlock {
       signal,
       this.#lockOperations,
     );
-    return runUnderLock(lock, routine, signal, waitUntil);
+    // What waitUntil keeps alive is the release and the background work it leaves (the nodes
+    // slower than the quorum): on Workers the request's I/O is cancelled once its waitUntil work
+    // is done, and a slow gate would not get the release at all.
+    const keepAlive = waitUntil && ((releasing: Promise<unknown>) => waitUntil(releasing.then(() => this.settled())));
+    return runUnderLock(lock, routine, signal, keepAlive);
   }
 
   /**

@@ -56,9 +56,10 @@ export async function releaseKeys(
       return answer.outcome;
     },
   });
-  // Nodes still answering when the outcome was clear finish in the background. The fan-out's
-  // deadline settles every node, so its outcomes need no timer of their own.
-  if (report.nodes.some((n) => n.outcome === "pending")) engine.background.track(fan.outcomes);
+  // Nodes still answering when the outcome was clear finish in the background, by the fan-out's
+  // deadline (a margin past it for the timer's own delay).
+  if (report.nodes.some((n) => n.outcome === "pending"))
+    engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
   return { released: report.votes, nodes: report.nodes, report };
 }
 
