@@ -8,6 +8,11 @@ import { startDemoStack } from "./worker-dev.js";
 const REQUESTS = Number(process.env.DEMO_REQUESTS ?? 200);
 /** Requests in flight at once (each on its own connection), as a load generator would send them. */
 const IN_FLIGHT = Number(process.env.DEMO_CONCURRENCY ?? 64);
+/**
+ * A request with no answer by then counts as failed (the whole locked run takes a few seconds): a
+ * request that hangs shows as one, instead of holding the demo up for fetch's own 300 s.
+ */
+const REQUEST_TIMEOUT_MS = 60_000;
 
 interface Run {
   statuses: number[];
@@ -35,7 +40,11 @@ async function main(): Promise<number> {
       const results = await pool(REQUESTS, IN_FLIGHT, async () => {
         const started = performance.now();
         try {
-          const response = await fetch(`${stack.url}/counter/${name}/increment${query}`, { method: "POST", headers });
+          const response = await fetch(`${stack.url}/counter/${name}/increment${query}`, {
+            method: "POST",
+            headers,
+            signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+          });
           const body = await response.text();
           if (response.status !== 200) failures.push(`${response.status} ${body}`);
           return {
