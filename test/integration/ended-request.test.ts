@@ -11,10 +11,10 @@
  * the worker by a timer of the releasing request.
  */
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { gateIndex } from "../../src/gate.js";
+import { bundleWorker } from "../../tools/demo/bundle.js";
 import { raw, uniqueKey } from "./support/nodes.js";
 
 const COMPATIBILITY_DATE = "2026-05-01";
@@ -24,20 +24,9 @@ describe("a request that ends before the gate answers its release", () => {
   let base: string;
 
   beforeAll(async () => {
-    const bundle = await build({
-      entryPoints: [fileURLToPath(new URL("./support/ended-request-worker.ts", import.meta.url))],
-      bundle: true,
-      format: "esm",
-      platform: "neutral",
-      target: "es2022",
-      conditions: ["workerd", "worker", "browser"],
-      mainFields: ["module", "main"],
-      write: false,
-      logLevel: "silent",
-    });
     mf = new Miniflare({
       modules: true,
-      script: bundle.outputFiles[0]?.text ?? "",
+      script: await bundleWorker(fileURLToPath(new URL("./support/ended-request-worker.ts", import.meta.url))),
       compatibilityDate: COMPATIBILITY_DATE,
       bindings: {
         NODES: JSON.stringify(inject("nodes").map(({ url, token }) => ({ url, token }))),

@@ -17,9 +17,9 @@
  */
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 import { unstable_readConfig } from "wrangler";
+import { bundleWorker } from "./bundle.js";
 
 /** What the parent sends. */
 export interface WorkerHostRequest {
@@ -53,22 +53,11 @@ async function main(): Promise<void> {
   // wrangler.toml stays the one description of the worker: entry point and compatibility.
   const config = unstable_readConfig({ config: `${ROOT}wrangler.toml` });
   if (!config.main) throw new Error("wrangler.toml has no main");
-  // Bundled as wrangler would: ESM, for workerd.
-  const bundle = await build({
-    entryPoints: [config.main],
-    bundle: true,
-    format: "esm",
-    platform: "neutral",
-    target: "es2022",
-    conditions: ["workerd", "worker", "browser"],
-    mainFields: ["module", "main"],
-    write: false,
-    logLevel: "silent",
-  });
   const mf = new Miniflare({
     name: config.name,
     modules: true,
-    script: bundle.outputFiles[0]?.text ?? "",
+    // Bundled as wrangler would: ESM, for workerd.
+    script: await bundleWorker(config.main),
     compatibilityDate: config.compatibility_date,
     compatibilityFlags: config.compatibility_flags,
     bindings: request.bindings,
