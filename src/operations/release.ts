@@ -8,6 +8,7 @@ import { type GateRelease, gateIndex, hotKeyOf, type Place, releaseOnGate } from
 import type { Lock, ReleaseResult } from "../lock.js";
 import { releaseOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
+import { isFailure } from "../quorum.js";
 import { randomToken } from "../token.js";
 import { cleanUpAcquisition, mayHaveApplied } from "./cleanup.js";
 
@@ -60,7 +61,42 @@ export async function releaseKeys(
   // deadline (a margin past it for the timer's own delay).
   if (report.nodes.some((n) => n.outcome === "pending"))
     engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
+  // A gate that missed the release keeps the key until its TTL runs out, and its line waits for
+  // it as for a holder that died, while the other nodes are free. A release the gate failed or did
+  // not answer in time is sent to it once more: a dropped request costs a request, not the TTL.
+  const gateOutcome = report.nodes[gate]?.outcome;
+  if (gateOutcome === "pending" || (gateOutcome !== undefined && isFailure(gateOutcome))) {
+    const again = fan
+      .outcomeOf(gate)
+      .then((outcome) =>
+        isFailure(outcome.outcome) ? releaseGateAgain(engine, o, resources, keys, token, ttlMs, gate) : undefined,
+      );
+    engine.background.track(again, 2 * o.requestTimeoutMs + 1000);
+  }
   return { released: report.votes, nodes: report.nodes, report };
+}
+
+/** The gate's compare-and-DEL once more, as a fan-out to the gate alone (its deadline, abort and hooks). */
+function releaseGateAgain(
+  engine: Engine,
+  o: ResolvedOptions,
+  resources: readonly string[],
+  keys: readonly string[],
+  token: string,
+  ttlMs: number,
+  gate: number,
+): Promise<unknown> {
+  return engine.fan(
+    o,
+    "release",
+    resources,
+    {
+      yes: "released",
+      task: async (i, context) => (await releaseOnGate(engine.node(i), keys, token, ttlMs, context)).outcome,
+    },
+    o.requestTimeoutMs,
+    [gate],
+  ).outcomes;
 }
 
 /** The place a release kept at the back of the line, as a poll from there would have described it. */

@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { gateIndex } from "../../src/gate.js";
-import { LockHeldError, type RedisNode, Redlock, type RedlockOptions } from "../../src/index.js";
+import { LockHeldError, NodeError, type RedisNode, Redlock, type RedlockOptions } from "../../src/index.js";
 import { extendScript } from "../../src/scripts/extend.js";
 import { gateScript } from "../../src/scripts/gate.js";
 import { gateReleaseScript } from "../../src/scripts/gate-release.js";
@@ -649,6 +649,35 @@ describe("giving up in line", () => {
     );
     expect([...fresh]).toEqual([place]);
     await run(again.release());
+  });
+
+  it("a release the gate fails once is sent to it again: the gate does not keep the key for its TTL", async () => {
+    // A gate that keeps the key of a released lock makes its whole line wait for the key's TTL as
+    // for a holder that died, while the other nodes are free. The first release request to the gate
+    // fails (a dropped connection); the others release.
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 1 };
+    const gate = nodes[gateIndex(["k"], 5)] as FakeNode;
+    let failures = 0;
+    const flakyGate: RedisNode = {
+      id: gate.id,
+      command: (args, signal) => {
+        if (args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1 && failures === 0) {
+          failures++;
+          return Promise.reject(new NodeError(gate.id, "connection reset"));
+        }
+        return gate.command(args, signal);
+      },
+    };
+    const redlock = new Redlock({ nodes: nodes.map((n) => (n === gate ? flakyGate : n)), clock: fakeClock });
+    const acquiring = redlock.acquire("k", 10_000);
+    expect(await resolvesOnFakeTime(acquiring, 1000)).toBe(true);
+    const lock = await acquiring;
+    expect(await resolvesOnFakeTime(lock.release(), 1000)).toBe(true);
+    expect(await resolvesOnFakeTime(redlock.settled(), 5000)).toBe(true);
+    expect(failures).toBe(1);
+    // Read from the nodes themselves: no node keeps the key, the gate included.
+    for (const node of nodes) expect(node.get("k")).toBeUndefined();
   });
 
   it("a kept place whose release never hears from the gate (its request's I/O was cancelled) does not hold up the next acquisition", async () => {
