@@ -66,37 +66,23 @@ export async function releaseKeys(
   // not answer in time is sent to it once more: a dropped request costs a request, not the TTL.
   const gateOutcome = report.nodes[gate]?.outcome;
   if (gateOutcome === "pending" || (gateOutcome !== undefined && isFailure(gateOutcome))) {
-    const again = fan
-      .outcomeOf(gate)
-      .then((outcome) =>
-        isFailure(outcome.outcome) ? releaseGateAgain(engine, o, resources, keys, token, ttlMs, gate) : undefined,
-      );
+    // As a fan-out to the gate alone: the same deadline, abort and hooks as every request.
+    const releaseGateAgain = () =>
+      engine.fan(
+        o,
+        "release",
+        resources,
+        {
+          yes: "released",
+          task: async (i, context) => (await releaseOnGate(engine.node(i), keys, token, ttlMs, context)).outcome,
+        },
+        o.requestTimeoutMs,
+        [gate],
+      ).outcomes;
+    const again = fan.outcomeOf(gate).then((outcome) => (isFailure(outcome.outcome) ? releaseGateAgain() : undefined));
     engine.background.track(again, 2 * o.requestTimeoutMs + 1000);
   }
   return { released: report.votes, nodes: report.nodes, report };
-}
-
-/** The gate's compare-and-DEL once more, as a fan-out to the gate alone (its deadline, abort and hooks). */
-function releaseGateAgain(
-  engine: Engine,
-  o: ResolvedOptions,
-  resources: readonly string[],
-  keys: readonly string[],
-  token: string,
-  ttlMs: number,
-  gate: number,
-): Promise<unknown> {
-  return engine.fan(
-    o,
-    "release",
-    resources,
-    {
-      yes: "released",
-      task: async (i, context) => (await releaseOnGate(engine.node(i), keys, token, ttlMs, context)).outcome,
-    },
-    o.requestTimeoutMs,
-    [gate],
-  ).outcomes;
 }
 
 /** The place a release kept at the back of the line, as a poll from there would have described it. */
