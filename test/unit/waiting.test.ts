@@ -5,7 +5,14 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { gateIndex } from "../../src/gate.js";
-import { LockHeldError, NodeError, type RedisNode, Redlock, type RedlockOptions } from "../../src/index.js";
+import {
+  AbortedError,
+  LockHeldError,
+  NodeError,
+  type RedisNode,
+  Redlock,
+  type RedlockOptions,
+} from "../../src/index.js";
 import { extendScript } from "../../src/scripts/extend.js";
 import { gateScript } from "../../src/scripts/gate.js";
 import { gateReleaseScript } from "../../src/scripts/gate-release.js";
@@ -680,12 +687,14 @@ describe("giving up in line", () => {
     for (const node of nodes) expect(node.get("k")).toBeUndefined();
   });
 
-  it("a kept place whose release never hears from the gate (its request's I/O was cancelled) does not hold up the next acquisition", async () => {
-    // On Workers, a release that outlives its request (waitUntil ended at the quorum) has its
-    // remaining I/O cancelled: the gate's answer, which resolves the place kept for the next
-    // acquisition, never comes, and no timer of that request fires either. Before the fix the next
-    // acquisition of the key awaited that place forever (one demo request hung until the client's
-    // 300 s timeout).
+  /**
+   * Client A waits for the key (so it is hot for A), gets it, and releases it while the gate's
+   * answer to that release never comes (nor any reaction to its abort): as on Workers, when the
+   * release outlived its request (waitUntil ended at the quorum) and that request's I/O and timers
+   * were cancelled. A's release kept a place in line for A's next acquisition, resolved by that
+   * answer.
+   */
+  async function releaseWithLostGateAnswer() {
     const nodes = fakeNodes(5);
     for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 1 };
     const gate = nodes[gateIndex(["k"], 5)] as FakeNode;
@@ -697,10 +706,9 @@ describe("giving up in line", () => {
           ? new Promise<RedisReply>(() => {})
           : gate.command(args, signal),
     };
-    const aNodes = nodes.map((n) => (n === gate ? lostGate : n));
-    const a = new Redlock({ nodes: aNodes, clock: fakeClock });
+    const a = new Redlock({ nodes: nodes.map((n) => (n === gate ? lostGate : n)), clock: fakeClock });
     const b = new Redlock({ nodes, clock: fakeClock });
-    // B holds; A waits for it, so the key is hot for A and A's release keeps a place.
+    // B holds; A waits for it.
     const firstAcquire = b.acquire("k", 2000);
     expect(await resolvesOnFakeTime(firstAcquire, 1000)).toBe(true);
     const first = await firstAcquire;
@@ -711,10 +719,32 @@ describe("giving up in line", () => {
     const aLock = await aWaits;
     cutOff = true;
     expect(await resolvesOnFakeTime(aLock.release(), 1000)).toBe(true);
+    return { a, nodes };
+  }
+
+  it("a kept place whose release never hears from the gate (its request's I/O was cancelled) does not hold up the next acquisition", async () => {
+    // Before the fix the next acquisition of the key awaited that place forever (one demo request
+    // hung until the client's 300 s timeout).
+    const { a, nodes } = await releaseWithLostGateAnswer();
     // The gate still holds A's key (its DEL never ran): the next acquisition waits for its TTL.
     const again = a.acquire("k", 2000);
     expect(await resolvesOnFakeTime(again, 10_000)).toBe(true);
     const lock = await again;
     expect(nodes.filter((n) => n.get("k") === lock.token).length).toBeGreaterThanOrEqual(3);
+  });
+
+  it("an acquisition waiting for a kept place ends at once when its signal aborts", async () => {
+    const { a } = await releaseWithLostGateAnswer();
+    const controller = new AbortController();
+    const started = Date.now();
+    const outcome = a.acquire("k", 2000, { signal: controller.signal }).then(
+      () => "acquired",
+      (error: unknown) => error,
+    );
+    setTimeout(() => controller.abort(new Error("caller gave up")), 10);
+    expect(await resolvesOnFakeTime(outcome, 5000)).toBe(true);
+    expect(await outcome).toBeInstanceOf(AbortedError);
+    // Well before the release's request deadline (200 ms), when the wait for the place ends anyway.
+    expect(Date.now() - started).toBeLessThan(100);
   });
 });
