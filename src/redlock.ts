@@ -229,8 +229,11 @@ export class Redlock {
   /**
    * Resolves when the background work started so far has finished or been abandoned at its
    * deadline: releases of failed attempts (and their sweeps) and the slow nodes of releases. On
-   * Workers, pass it to `ctx.waitUntil()` so that work is not cut off. It always ends: each piece
-   * of work is bounded (a cleanup by the attempt's TTL, a release by its request deadline).
+   * Workers, pass it to `ctx.waitUntil()` once the work has started (after a release:
+   * `lock.release().then(() => redlock.settled())`) so that it is not cut off. It always ends:
+   * each piece of work is bounded (a cleanup by the attempt's TTL, a release by its request
+   * deadline), and it waits for them on timers of its own, so that work of another request that
+   * has ended (on Workers it never settles) does not hold it up.
    */
   settled(): Promise<SettledResult> {
     return this.#engine.background.settled();
