@@ -9,6 +9,7 @@ import type { Lock, ReleaseResult } from "../lock.js";
 import { releaseOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
 import { isFailure } from "../quorum.js";
+import type { NodeOutcome } from "../report.js";
 import { randomToken } from "../token.js";
 import { cleanUpAcquisition, mayHaveApplied } from "./cleanup.js";
 
@@ -58,14 +59,12 @@ export async function releaseKeys(
     },
   });
   // Nodes still answering when the outcome was clear finish in the background, by the fan-out's
-  // deadline (a margin past it for the timer's own delay).
-  if (report.nodes.some((n) => n.outcome === "pending"))
-    engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
-  // A gate that missed the release keeps the key until its TTL runs out, and its line waits for
-  // it as for a holder that died, while the other nodes are free. A release the gate failed or did
-  // not answer in time is sent to it once more: a dropped request costs a request, not the TTL.
+  // deadline. A gate that missed the release would keep the key until its TTL runs out, and its
+  // line would wait for it as for a holder that died while the other nodes are free: a release the
+  // gate failed or did not answer in time is sent to it once more, so that a dropped request costs
+  // a request, not the TTL. (Deadline: two request deadlines and a margin for the timers' delay.)
   const gateOutcome = report.nodes[gate]?.outcome;
-  if (gateOutcome === "pending" || (gateOutcome !== undefined && isFailure(gateOutcome))) {
+  if (report.nodes.some((n) => n.outcome === "pending") || (gateOutcome !== undefined && isFailure(gateOutcome))) {
     // As a fan-out to the gate alone: the same deadline, abort and hooks as every request.
     const releaseGateAgain = () =>
       engine.fan(
@@ -79,8 +78,10 @@ export async function releaseKeys(
         o.requestTimeoutMs,
         [gate],
       ).outcomes;
-    const again = fan.outcomeOf(gate).then((outcome) => (isFailure(outcome.outcome) ? releaseGateAgain() : undefined));
-    engine.background.track(again, 2 * o.requestTimeoutMs + 1000);
+    const settled = fan.outcomes.then((outcomes) =>
+      isFailure((outcomes[gate] as NodeOutcome).outcome) ? releaseGateAgain() : undefined,
+    );
+    engine.background.track(settled, 2 * o.requestTimeoutMs + 1000);
   }
   return { released: report.votes, nodes: report.nodes, report };
 }
