@@ -13,6 +13,7 @@ import { extendScript } from "../../src/scripts/extend.js";
 import { gateScript } from "../../src/scripts/gate.js";
 import { gateReleaseScript } from "../../src/scripts/gate-release.js";
 import { releaseScript } from "../../src/scripts/release.js";
+import { within } from "../../src/signals.js";
 import { harnessNow } from "./clock.js";
 import { type HistoryEvent, type MonitorEvent, tokenId } from "./history.js";
 
@@ -146,10 +147,7 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
     const socket = await openMonitor(ports[node] as number, (line, raw) => {
       const seq = seqs[node] ?? 0;
       seqs[node] = seq + 1;
-      const pending = markers[node] as Map<string, () => void>;
-      if (pending.size > 0) {
-        for (const [marker, seen] of pending) if (raw.includes(marker)) seen();
-      }
+      for (const [marker, seen] of markers[node] as Map<string, () => void>) if (raw.includes(marker)) seen();
       if (!line) return;
       const event = monitorLineToEvent(line, node, seq, options.keyPrefix, scripts[node] as ScriptNames);
       if (event) options.emit(event);
@@ -196,14 +194,14 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
             } finally {
               redis.disconnect();
             }
-            let timer: ReturnType<typeof setTimeout> | undefined;
-            const late = new Promise<never>((_, reject) => {
-              timer = setTimeout(
-                () => reject(new Error(`node ${node}'s MONITOR stream did not catch up within ${timeoutMs} ms`)),
+            if (
+              (await within(
+                seen.then(() => true),
                 timeoutMs,
-              );
-            });
-            await Promise.race([seen, late]).finally(() => clearTimeout(timer));
+              )) === undefined
+            ) {
+              throw new Error(`node ${node}'s MONITOR stream did not catch up within ${timeoutMs} ms`);
+            }
           } finally {
             pending.delete(marker);
           }
