@@ -146,10 +146,11 @@ async function main(): Promise<void> {
   }
   // The parent died (we were re-parented): nobody is left to stop us. npm/tsx wrappers in between
   // relay signals, but not their own death by SIGKILL.
-  if (process.ppid !== parent) void shutdown("parent process exited");
-  setInterval(() => {
+  const checkParent = () => {
     if (process.ppid !== parent) void shutdown("parent process exited");
-  }, 250).unref();
+  };
+  checkParent();
+  setInterval(checkParent, 250).unref();
   // When started with a piped stdin (e.g. from a test runner), its end also means the parent is
   // gone. A TTY or /dev/null stdin is ignored: Ctrl-C / signals are the way to stop then.
   if (stdinIsPipe()) {
