@@ -64,9 +64,7 @@ describe("a request that ends before the gate answers its release", () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const c = hold(0);
     expect((await b).status).toBe(200);
-    const answer = await c;
-    expect(answer.status).toBe(200);
-    expect(((await answer.json()) as { attempts: number }).attempts).toBeGreaterThanOrEqual(1);
+    expect((await c).status).toBe(200);
   });
 
   it("settled() in a later request ends, though the work of an ended request never settles", async () => {

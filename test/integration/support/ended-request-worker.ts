@@ -42,7 +42,7 @@ function client(env: Env): Redlock {
   return redlock;
 }
 
-async function holdLock(url: URL, env: Env, ctx: Context): Promise<number> {
+async function holdLock(url: URL, env: Env, ctx: Context): Promise<void> {
   const resource = url.searchParams.get("resource") ?? "r";
   const holdMs = Number(url.searchParams.get("holdMs") ?? 0);
   const ttlMs = Number(url.searchParams.get("ttlMs") ?? 10_000);
@@ -52,17 +52,9 @@ async function holdLock(url: URL, env: Env, ctx: Context): Promise<number> {
     const lock = await client(env).acquire(resource, ttlMs);
     await hold();
     ctx.waitUntil(lock.release());
-    return lock.acquireReport.attempt;
+    return;
   }
-  return client(env).using(
-    resource,
-    ttlMs,
-    async (_signal, lock) => {
-      await hold();
-      return lock.acquireReport.attempt;
-    },
-    { waitUntil: (promise) => ctx.waitUntil(promise) },
-  );
+  await client(env).using(resource, ttlMs, hold, { waitUntil: (promise) => ctx.waitUntil(promise) });
 }
 
 export default {
@@ -71,7 +63,8 @@ export default {
       const url = new URL(request.url);
       // `?settled=1`: answer with what `settled()` resolves with, once it has.
       if (url.searchParams.has("settled")) return Response.json(await client(env).settled());
-      return Response.json({ attempts: await holdLock(url, env, ctx) });
+      await holdLock(url, env, ctx);
+      return Response.json({ held: true });
     } catch (error) {
       const { code, message } = error as { code?: string; message?: string };
       return Response.json({ code, message }, { status: 500 });
