@@ -49,11 +49,8 @@ export interface GateAnswer {
   readonly unreleasedTakes: number;
 }
 
-/**
- * Poll modes: take the keys when it is our turn (`aim`: the same, within a fan-out aimed at the
- * predicted release), only queue up, or leave the queue.
- */
-export type GateMode = "take" | "aim" | "wait" | "leave";
+/** Poll modes: take the keys when it is our turn, only queue up, or leave the queue. */
+export type GateMode = "take" | "wait" | "leave";
 
 /**
  * The gate of a (sorted) key set: the same node for every client with the same node list, spread
@@ -161,18 +158,25 @@ export interface GateRelease {
   readonly turns: number;
 }
 
+/** What a release tells the gate about the hold it ends, from which the gate learns how long holds last. */
+export interface EndedHold {
+  /** The TTL the keys were last set with (acquired or extended), 0 when unknown. */
+  readonly ttlMs: number;
+  /** The lock's `gateLeadMs`: how long the gate was ours before the grant's round trip. */
+  readonly gateLeadMs: number;
+}
+
 /**
- * Release on the gate node (compare-and-DEL) and learn how many waiters are in line. `ttlMs` is
- * the TTL the keys were last set with (0 when unknown): the gate learns from it how long the hold
- * lasted. With `requeue`, a client that expects to come back for the lock gets a place at the back
- * of the line in the same request, when others are waiting. Throws a {@link NodeError} for an
- * answer of the wrong shape.
+ * Release on the gate node (compare-and-DEL) and learn how many waiters are in line; `hold` tells
+ * the gate how long the hold lasted. With `requeue`, a client that expects to come back for the
+ * lock gets a place at the back of the line in the same request, when others are waiting. Throws
+ * a {@link NodeError} for an answer of the wrong shape.
  */
 export async function releaseOnGate(
   node: RedisNode,
   keys: readonly string[],
   token: string,
-  ttlMs: number,
+  hold: EndedHold,
   context: TaskContext,
   requeue?: { waiter: string; leaseMs: number },
 ): Promise<GateRelease> {
@@ -180,7 +184,7 @@ export async function releaseOnGate(
     node,
     gateReleaseScript,
     [...keys, ...gateKeys(keys)],
-    [token, keys.length, ttlMs, requeue?.waiter ?? "", Math.ceil(requeue?.leaseMs ?? 0)],
+    [token, keys.length, hold.ttlMs, requeue?.waiter ?? "", Math.ceil(requeue?.leaseMs ?? 0), hold.gateLeadMs],
     context,
   );
   const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns] = integers(

@@ -55,6 +55,8 @@ export interface LockInit {
   readonly acquireFan: AcquireFan;
   /** The fencing token, for a lock acquired with `fencing: true`. */
   readonly fence?: string | undefined;
+  /** See {@link Lock.gateLeadMs}. */
+  readonly gateLeadMs?: number | undefined;
 }
 
 /**
@@ -91,6 +93,12 @@ export class Lock {
   readonly startedAt: number;
   /** @internal */
   readonly acquireFan: AcquireFan;
+  /**
+   * @internal How long before the grant the gate node already held our key, beyond the grant's
+   * own round trip: the round trip to the other nodes after a poll took the gate (0 otherwise).
+   * The release tells the gate, which learns holds as if the others had been asked with it.
+   */
+  readonly gateLeadMs: number;
 
   readonly #operations: LockOperations;
   #controller: AbortController | undefined;
@@ -111,6 +119,7 @@ export class Lock {
     this.acquireReport = init.report;
     this.acquireFan = init.acquireFan;
     this.fence = init.fence;
+    this.gateLeadMs = init.gateLeadMs ?? 0;
     this.options = init.options;
     this.#operations = init.operations;
     this.#deadline = init.deadline;

@@ -266,7 +266,8 @@ class Acquisition {
         this.#gateDown = true;
         return this.#fanOutThenBackOff();
       }
-      this.#engine.hot.mark(this.#hotKey, this.#o.clock.now(), this.#hotWindow(answer.holdMs));
+      const answeredAt = this.#o.clock.now();
+      this.#engine.hot.mark(this.#hotKey, answeredAt, this.#hotWindow(answer.holdMs));
       this.#holdMs = answer.holdMs;
       if (answer.taken) {
         // The poll set the keys on the gate: the other nodes follow, and validity counts from
@@ -275,6 +276,7 @@ class Acquisition {
           index: this.#gate,
           token,
           startedAt: sentAt,
+          takenAt: answeredAt,
           placeholderMs: () => this.#placeholderMs,
           task: async () => "acquired",
           // Ask the others again only when the previous holder just released through the gate:
@@ -343,7 +345,7 @@ class Acquisition {
   }
 
   /**
-   * A fan-out in which the gate node gets an aim-mode poll instead of `SET NX`. Returns the lock,
+   * A fan-out in which the gate node gets a take-mode poll instead of `SET NX`. Returns the lock,
    * or the gate's answer when it came too early (first in line, the lock still held past its
    * predicted release), or nothing.
    */
@@ -364,7 +366,7 @@ class Acquisition {
       ...this.#retryHeld(this.#holdMs),
       task: async (context: TaskContext): Promise<NodeOutcomeKind> => {
         try {
-          answer = await this.#pollOn(context, "aim", token, this.#leaseFor(this.#pollInterval(0)));
+          answer = await this.#pollOn(context, "take", token, this.#leaseFor(this.#pollInterval(0)));
           return answer.taken ? "acquired" : "held";
         } finally {
           gateAnswered(answer?.taken === true && answer.releasedAgoMs >= 0);

@@ -49,6 +49,8 @@ export interface GateRole {
   readonly task: (context: TaskContext) => Promise<NodeOutcomeKind>;
   /** Set when the gate was taken before this attempt: validity counts from that poll's send. */
   readonly startedAt?: number | undefined;
+  /** Set when the gate was taken before this attempt: when that poll's answer arrived. */
+  readonly takenAt?: number | undefined;
   /**
    * When the gate said yes but the others hold another token, keep our key on the gate for this
    * long instead of releasing it (see `cleanUpAcquisition`). Asked once the answers are in.
@@ -106,6 +108,7 @@ export async function attemptAcquire(
       report,
       operations,
       acquireFan: fan,
+      gateLeadMs: gate?.takenAt === undefined ? 0 : Math.max(0, Math.round(vote.decidedAt - gate.takenAt)),
     });
     return { lock, report };
   }

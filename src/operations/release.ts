@@ -4,7 +4,7 @@
  * @module
  */
 import type { Engine } from "../engine.js";
-import { type GateRelease, gateIndex, hotKeyOf, type Place, releaseOnGate } from "../gate.js";
+import { type EndedHold, type GateRelease, gateIndex, hotKeyOf, type Place, releaseOnGate } from "../gate.js";
 import type { Lock, ReleaseResult } from "../lock.js";
 import { releaseOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
@@ -17,8 +17,8 @@ import { cleanUpAcquisition, mayHaveApplied } from "./cleanup.js";
 const HOT_AFTER_RELEASE_MS = 2000;
 
 /**
- * Release `keys` held with `token` on every node. Never throws for node failures. `ttlMs`: the
- * TTL the keys were last set with, when known (the gate records how long the hold lasted).
+ * Release `keys` held with `token` on every node. Never throws for node failures. `hold`: what is
+ * known of the hold, for the gate's record of how long holds last.
  */
 export async function releaseKeys(
   engine: Engine,
@@ -26,7 +26,7 @@ export async function releaseKeys(
   resources: readonly string[],
   keys: readonly string[],
   token: string,
-  ttlMs = 0,
+  hold: EndedHold = { ttlMs: 0, gateLeadMs: 0 },
 ): Promise<ReleaseResult> {
   // The gate node also says how many wait in line: this client's next acquisition of the same
   // resource then queues up behind them instead of jumping the line (see waiting.ts). A client
@@ -47,7 +47,7 @@ export async function releaseKeys(
       const sentAt = o.clock.now();
       let answer: GateRelease;
       try {
-        answer = await releaseOnGate(engine.node(i), keys, token, ttlMs, context, requeue);
+        answer = await releaseOnGate(engine.node(i), keys, token, hold, context, requeue);
       } catch (error) {
         keep(undefined);
         throw error;
@@ -73,7 +73,7 @@ export async function releaseKeys(
         resources,
         {
           yes: "released",
-          task: async (i, context) => (await releaseOnGate(engine.node(i), keys, token, ttlMs, context)).outcome,
+          task: async (i, context) => (await releaseOnGate(engine.node(i), keys, token, hold, context)).outcome,
         },
         o.requestTimeoutMs,
         [gate],
@@ -127,7 +127,10 @@ export async function releaseLock(engine: Engine, lock: Lock): Promise<ReleaseRe
     const outcome = fan.knownOutcome(i);
     return !finished || outcome === undefined || mayHaveApplied(outcome);
   });
-  const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, lock.lastTtlMs);
+  const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, {
+    ttlMs: lock.lastTtlMs,
+    gateLeadMs: lock.gateLeadMs,
+  });
   if (mayLandLater) cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease);
   return result;
 }

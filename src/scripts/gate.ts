@@ -33,9 +33,7 @@ import type { Script } from "./script.js";
 /**
  * KEYS: the lock keys (1..n), then the queue, the leases and the stats keys.
  * ARGV[1]: waiter id. ARGV[2]: mode, `take` (enqueue, or take the lock keys when this waiter is
- * first in line, or the queue is empty, and the keys are free), `aim` (the same, as part of a
- * fan-out aimed at the predicted release: the other nodes are asked in the same round trip, so
- * the hold that follows is the one to learn), `wait` (enqueue, never take) or
+ * first in line, or the queue is empty, and the keys are free), `wait` (enqueue, never take) or
  * `leave` (drop out of the queue, and delete the lock keys if they hold ARGV[3]: a waiter that
  * gives up takes its placeholder with it). ARGV[3]: token. ARGV[4]: TTL in ms. ARGV[5]: lease in ms.
  * ARGV[6]: n, the number of lock keys. ARGV[7]: the waiter's earlier ticket, or 0 for none (a
@@ -120,7 +118,7 @@ if freed == 0 and took > 0 and hold > 0 then
   freed = took + hold
 end
 local late = freed > 0 and now - freed > math.max(20, math.floor(hold / 2))
-if (mode == "take" or mode == "aim") and pttl == -2 and (rank == 0 or late) then
+if mode == "take" and pttl == -2 and (rank == 0 or late) then
   for i = 1, n do
     redis.call("SET", KEYS[i], ARGV[3], "PX", ARGV[4])
   end
@@ -130,15 +128,11 @@ if (mode == "take" or mode == "aim") and pttl == -2 and (rank == 0 or late) then
   if released > 0 then
     ago = now - released
   end
-  local aimed = 0
-  if mode == "aim" then
-    aimed = 1
-  end
   local streak = 0
   if released == 0 and took > 0 then
     streak = unreleased + 1
   end
-  redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "aimed", aimed, "took", now, "unreleased", streak)
+  redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "took", now, "unreleased", streak)
   redis.call("PEXPIRE", stats, 600000)
   return {1, 0, -2, ago, hold, ticket, dev, cycle, turns, 0, streak}
 end
@@ -171,5 +165,5 @@ if pttl ~= -2 then
   end
 end
 return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested, 0}`,
-  sha1: "036d781dfdc185f1cc5b6afbf1b30747530322c2",
+  sha1: "faa9a5b1f55f2282915c40105d791d97b8336b0d",
 });

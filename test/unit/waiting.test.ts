@@ -4,9 +4,10 @@
  * starvation, fair turns, and waiters that do not re-fan-out on every poll.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { gateIndex } from "../../src/gate.js";
+import { gateIndex, pollGate } from "../../src/gate.js";
 import {
   AbortedError,
+  type Lock,
   LockHeldError,
   NodeError,
   type RedisNode,
@@ -633,7 +634,8 @@ describe("giving up in line", () => {
     const before = gate.log.length;
     await run(aLock.release());
     const release = gate.log.slice(before).find((args) => args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1);
-    const place = String(release?.at(-2));
+    // ARGV: token, n, TTL, the kept place's waiter id, its lease, the hold's lead.
+    const place = String(release?.at(-3));
     expect(place.length).toBeGreaterThan(8);
     // A comes back at once: no poll to join the line (without a kept place, a client coming back
     // for a hot key polls the gate at once); it sleeps from the place its release made.
@@ -656,6 +658,41 @@ describe("giving up in line", () => {
     );
     expect([...fresh]).toEqual([place]);
     await run(again.release());
+  });
+
+  it("a hold taken by a poll is learned without the round trip to the other nodes that followed the take", async () => {
+    // Each node runs a command 20 ms after it is sent and answers at once. A poll takes the gate
+    // at T and answers at T; the other nodes take at T + 20, the grant: the gate was ours 20 ms
+    // before the lock was. A 100 ms hold's release reaches the gate at T + 140. A take aimed at
+    // the release asks the others in the same round trip: held from T to T + 120, the hold the
+    // next waiter plans by. (Learned as 140 ms, the next first in line aimed 20 ms late.)
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
+    const gate = nodes[gateIndex(["k"], 5)] as FakeNode;
+    const a = new Redlock({ nodes, clock: fakeClock });
+    const b = new Redlock({ nodes, clock: fakeClock });
+    // A holds (a plain fan-out: its hold teaches nothing); B fails, then waits in line.
+    const aAcquiring = a.acquire("k", 2000);
+    await vi.advanceTimersByTimeAsync(20);
+    const aLock = await aAcquiring;
+    let bLock: Lock | undefined;
+    const bTurn = (async () => {
+      bLock = await b.acquire("k", 2000);
+      await new Promise((r) => setTimeout(r, 100));
+      await bLock.release();
+    })();
+    await vi.advanceTimersByTimeAsync(200);
+    const aReleased = aLock.release();
+    expect(await resolvesOnFakeTime(Promise.all([aReleased, bTurn]), 5_000)).toBe(true);
+    expect(bLock?.gateLeadMs).toBe(20);
+    const look = pollGate(
+      gate,
+      aLock.keys,
+      { waiter: "c", mode: "wait", token: "-", ttlMs: 2000, leaseMs: 1, ticket: 0 },
+      { signal: new AbortController().signal, countRequest() {} },
+    );
+    expect(await resolvesOnFakeTime(look, 1_000)).toBe(true);
+    expect((await look).holdMs).toBe(120);
   });
 
   it("a release the gate fails once is sent to it again: the gate does not keep the key for its TTL", async () => {

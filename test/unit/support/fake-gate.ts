@@ -27,8 +27,6 @@ interface GateState {
   cycle: number;
   contended: number;
   taker: string;
-  aimed: boolean;
-  learnedAimed: boolean;
   turns: number;
   /** Whether the stats hash exists on the node (a waiter polled, a take or a recorded release). */
   written: boolean;
@@ -60,8 +58,6 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       cycle: 0,
       contended: 0,
       taker: "",
-      aimed: false,
-      learnedAimed: false,
       turns: 0,
       written: false,
       foreign: 0,
@@ -131,7 +127,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
   const rank = rankOf(state, waiter);
   const freed = state.released === 0 && state.took > 0 && state.hold > 0 ? state.took + state.hold : state.released;
   const late = freed > 0 && now - freed > Math.max(20, Math.floor(state.hold / 2));
-  if ((mode === "take" || mode === "aim") && pttl === -2 && (rank === 0 || late)) {
+  if (mode === "take" && pttl === -2 && (rank === 0 || late)) {
     for (const key of lockKeys) store.set(key, token, Number(ttl));
     state.queue.delete(waiter);
     state.leases.delete(waiter);
@@ -140,7 +136,6 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.released = 0;
     state.took = now;
     state.taker = token;
-    state.aimed = mode === "aim";
     state.written = true;
     return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle, state.turns, 0, state.unreleased];
   }
@@ -171,17 +166,17 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
   const now = store.now();
   let waiting = 0;
   for (const lease of state.leases.values()) if (lease >= now) waiting++;
-  const held = state.took > 0 && now - state.took > ttl - left ? now - state.took : ttl - left;
-  const teaches = state.aimed || !state.learnedAimed || held > state.hold;
-  if (deleted > 0 && left > 0 && left <= ttl && state.taker === argv[0] && teaches) {
-    if (state.hold === 0 || (state.aimed && !state.learnedAimed)) {
+  const since = state.took > 0 && now - state.took > ttl - left ? now - state.took : ttl - left;
+  const lead = Number(argv[5] ?? 0) || 0;
+  const held = lead > 0 && lead < since ? since - lead : since;
+  if (deleted > 0 && left > 0 && left <= ttl && state.taker === argv[0]) {
+    if (state.hold === 0) {
       state.hold = held;
       state.dev = 0;
     } else {
       state.dev = Math.floor((3 * state.dev + Math.abs(held - state.hold)) / 4);
       state.hold = held < state.hold ? Math.floor((state.hold + held) / 2) : Math.floor((3 * state.hold + held) / 4);
     }
-    state.learnedAimed ||= state.aimed;
     state.ttl = ttl;
   }
   if (deleted > 0 && (waiting > 0 || state.written)) {
