@@ -49,8 +49,11 @@ export interface GateAnswer {
   readonly unreleasedTakes: number;
 }
 
-/** Poll modes: take the keys when it is our turn, only queue up, or leave the queue. */
-export type GateMode = "take" | "wait" | "leave";
+/**
+ * Poll modes: take the keys when it is our turn (`aim`: the same, within a fan-out aimed at the
+ * predicted release), only queue up, or leave the queue.
+ */
+export type GateMode = "take" | "aim" | "wait" | "leave";
 
 /**
  * The gate of a (sorted) key set: the same node for every client with the same node list, spread

@@ -345,7 +345,7 @@ class Acquisition {
   }
 
   /**
-   * A fan-out in which the gate node gets a take-mode poll instead of `SET NX`. Returns the lock,
+   * A fan-out in which the gate node gets an aim-mode poll instead of `SET NX`. Returns the lock,
    * or the gate's answer when it came too early (first in line, the lock still held past its
    * predicted release), or nothing.
    */
@@ -366,7 +366,7 @@ class Acquisition {
       ...this.#retryHeld(this.#holdMs),
       task: async (context: TaskContext): Promise<NodeOutcomeKind> => {
         try {
-          answer = await this.#pollOn(context, "take", token, this.#leaseFor(this.#pollInterval(0)));
+          answer = await this.#pollOn(context, "aim", token, this.#leaseFor(this.#pollInterval(0)));
           return answer.taken ? "acquired" : "held";
         } finally {
           gateAnswered(answer?.taken === true && answer.releasedAgoMs >= 0);

@@ -46,11 +46,32 @@ function gateFixture(...names: string[]) {
   const key = lockKeys[0] as string;
   const keys = [...lockKeys, ...gateKeys(lockKeys)];
   const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
-  const request = (waiter: string, mode: "take" | "wait" | "leave", token: string) =>
+  const request = (waiter: string, mode: "take" | "aim" | "wait" | "leave", token: string) =>
     ({ waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0 }) as const;
   const modelPoll = (waiter: string, mode: string, token: string) =>
     runGate(model, keys, [waiter, mode, token, "5000", "5000", String(lockKeys.length), "0"]) as number[];
-  return { node, model, key, lockKeys, keys, context, request, modelPoll };
+  /** A take on both that must succeed: the real answer and the model's reply. */
+  const take = async (waiter: string, token: string, mode: "take" | "aim" = "take") => {
+    const real = await pollGate(node, lockKeys, request(waiter, mode, token), context());
+    const modelled = modelPoll(waiter, mode, token);
+    expect(real.taken).toBe(true);
+    expect(modelled[0]).toBe(1);
+    return { real, modelled };
+  };
+  /** A release on both, reporting the hold's lead. */
+  const release = async (token: string, gateLeadMs = 0) => {
+    await releaseOnGate(node, lockKeys, token, held(5000, gateLeadMs), context());
+    runGateRelease(model, keys, [token, String(lockKeys.length), "5000", "", "0", String(gateLeadMs)]);
+  };
+  /** A waiter's look at the gate on both (it steps out of line again, so the next take stays first in line). */
+  const look = async () => {
+    const real = await pollGate(node, lockKeys, request("w9", "wait", "-"), context());
+    const modelled = modelPoll("w9", "wait", "-");
+    await pollGate(node, lockKeys, request("w9", "leave", "-"), context());
+    modelPoll("w9", "leave", "-");
+    return { real, modelled };
+  };
+  return { node, model, key, lockKeys, keys, context, request, modelPoll, take, release, look };
 }
 
 describe("gate scripts: Lua and model agree", () => {
@@ -168,6 +189,28 @@ describe("gate scripts: what the gate learns", () => {
     }
   });
 
+  it("predicts the release of a holder that took by a poll a lead later than one whose take was aimed, on real Redis and in the model", async () => {
+    const { take, release, look } = gateFixture("gate-lead");
+    // A hold taken by a poll, held about 300 ms, whose holder had the lock 200 ms after the take:
+    // the gate learns a hold of about 100 ms and a lead of 200 ms.
+    await take("w1", "f".repeat(40));
+    await new Promise((r) => setTimeout(r, 300));
+    await release("f".repeat(40), 200);
+
+    // A take aimed at the release: the holder is predicted to let go a hold after its take.
+    await take("w2", "a".repeat(40), "aim");
+    const behindAim = await look();
+    expect(behindAim.real.freeInMs).toBeLessThanOrEqual(behindAim.real.holdMs);
+    expect(behindAim.modelled[3]).toBeLessThanOrEqual(behindAim.modelled[4] as number);
+    await release("a".repeat(40));
+
+    // A take by a poll: a lead later.
+    await take("w3", "p".repeat(40));
+    const behindPoll = await look();
+    expect(behindPoll.real.freeInMs).toBeGreaterThan(behindPoll.real.holdMs + 100);
+    expect(behindPoll.modelled[3]).toBeGreaterThan((behindPoll.modelled[4] as number) + 100);
+  });
+
   it("counts a hold from its take at the gate, though the holder extended it, on real Redis and in the model", async () => {
     const { node, model, key, keys, context, request, modelPoll } = gateFixture("gate-extend");
     const wait = (waiter: string) => request(waiter, "wait", "-");
@@ -204,26 +247,12 @@ describe("gate scripts: what the gate learns", () => {
   });
 
   it("counts takes that found the keys free with no release since the take before, and predicts no end to such a hold, on real Redis and in the model", async () => {
-    const { node, model, key, keys, context, request, modelPoll } = gateFixture("gate-unreleased");
-    const wait = (waiter: string) => request(waiter, "wait", "-");
+    const fixture = gateFixture("gate-unreleased");
+    const { node, model, key, release, look } = fixture;
+    /** A take on both: how many takes in a row found the keys free with no release, real and modelled. */
     const take = async (waiter: string, token: string) => {
-      const real = await pollGate(node, [key], { ...wait(waiter), mode: "take", token }, context());
-      const modelled = modelPoll(waiter, "take", token);
-      expect(real.taken).toBe(true);
-      expect(modelled[0]).toBe(1);
+      const { real, modelled } = await fixture.take(waiter, token);
       return [real.unreleasedTakes, modelled[10]];
-    };
-    const release = async (token: string) => {
-      await releaseOnGate(node, [key], token, held(5000), context());
-      runGateRelease(model, keys, [token, "1", "5000", "", "0"]);
-    };
-    // A waiter's look at the gate (it steps out of line again, so the takes stay first in line).
-    const look = async () => {
-      const real = await pollGate(node, [key], wait("w9"), context());
-      const modelled = modelPoll("w9", "wait", "-");
-      await pollGate(node, [key], { ...wait("w9"), mode: "leave" }, context());
-      modelPoll("w9", "leave", "-");
-      return { real, modelled };
     };
     // The key runs out (a placeholder, or the lock of a holder that died): no release.
     const vanish = async () => {

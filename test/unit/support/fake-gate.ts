@@ -27,6 +27,10 @@ interface GateState {
   cycle: number;
   contended: number;
   taker: string;
+  /** Whether the last take was a poll's (not aimed at the release). */
+  polled: boolean;
+  /** Average lead reported by releases of holds taken by a poll. */
+  lead: number;
   turns: number;
   /** Whether the stats hash exists on the node (a waiter polled, a take or a recorded release). */
   written: boolean;
@@ -58,6 +62,8 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       cycle: 0,
       contended: 0,
       taker: "",
+      polled: false,
+      lead: 0,
       turns: 0,
       written: false,
       foreign: 0,
@@ -127,7 +133,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
   const rank = rankOf(state, waiter);
   const freed = state.released === 0 && state.took > 0 && state.hold > 0 ? state.took + state.hold : state.released;
   const late = freed > 0 && now - freed > Math.max(20, Math.floor(state.hold / 2));
-  if (mode === "take" && pttl === -2 && (rank === 0 || late)) {
+  if ((mode === "take" || mode === "aim") && pttl === -2 && (rank === 0 || late)) {
     for (const key of lockKeys) store.set(key, token, Number(ttl));
     state.queue.delete(waiter);
     state.leases.delete(waiter);
@@ -136,6 +142,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.released = 0;
     state.took = now;
     state.taker = token;
+    state.polled = mode !== "aim";
     state.written = true;
     return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle, state.turns, 0, state.unreleased];
   }
@@ -149,7 +156,8 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     const byTaker = state.took > 0 && store.get(lockKeys[0] as string) === state.taker;
     if (byTaker && now - state.took > elapsed) elapsed = now - state.took;
     if (state.hold > 0 && pttl > 0 && elapsed >= 0) {
-      const predicted = byTaker && state.unreleased > 0 ? 0 : Math.max(0, state.hold - elapsed);
+      const lead = byTaker && state.polled ? state.lead : 0;
+      const predicted = byTaker && state.unreleased > 0 ? 0 : Math.max(0, state.hold + lead - elapsed);
       if (predicted < pttl) freeIn = predicted;
     }
   }
@@ -178,6 +186,7 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
       state.hold = held < state.hold ? Math.floor((state.hold + held) / 2) : Math.floor((3 * state.hold + held) / 4);
     }
     state.ttl = ttl;
+    if (lead > 0) state.lead = state.lead > 0 ? Math.floor((3 * state.lead + lead) / 4) : lead;
   }
   if (deleted > 0 && (waiting > 0 || state.written)) {
     state.written = true;
