@@ -63,8 +63,8 @@ export async function releaseKeys(
   // line would wait for it as for a holder that died while the other nodes are free: a release the
   // gate failed or did not answer in time is sent to it once more, so that a dropped request costs
   // a request, not the TTL. (Deadline: two request deadlines and a margin for the timers' delay.)
-  const gateOutcome = report.nodes[gate]?.outcome;
-  if (report.nodes.some((n) => n.outcome === "pending") || (gateOutcome !== undefined && isFailure(gateOutcome))) {
+  const gateFailed = isFailure((report.nodes[gate] as NodeOutcome).outcome);
+  if (gateFailed || report.nodes.some((n) => n.outcome === "pending")) {
     // As a fan-out to the gate alone: the same deadline, abort and hooks as every request.
     const releaseGateAgain = () =>
       engine.fan(

@@ -156,6 +156,13 @@ async function longHoldInLine(extendEveryMs?: number) {
   return { errors, overlaps, turns, holderRequests, perWaiterPerSecond };
 }
 
+/** Five nodes that answer `latencyMs` after each request, and the gate of the key "k" among them. */
+function nodesWithGate(latencyMs: number): { nodes: FakeNode[]; gate: FakeNode } {
+  const nodes = fakeNodes(5);
+  for (const n of nodes) n.behaviour = { kind: "ok", latencyMs };
+  return { nodes, gate: nodes[gateIndex(["k"], 5)] as FakeNode };
+}
+
 /** One acquire and release on fake time: when the lock was granted (fake ms), after `onGrant` ran. */
 async function acquireOnFakeTime(redlock: Redlock, key: string, ttlMs: number, onGrant = () => {}): Promise<number> {
   let acquiredAt = Number.POSITIVE_INFINITY;
@@ -609,9 +616,7 @@ describe("giving up in line", () => {
   });
 
   it("a client that waited keeps a place in line with its release, and comes back without a poll to join", async () => {
-    const nodes = fakeNodes(5);
-    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 1 };
-    const gate = nodes[gateIndex(["k"], 5)] as FakeNode;
+    const { nodes, gate } = nodesWithGate(1);
     const a = new Redlock({ nodes, clock: fakeClock });
     const b = new Redlock({ nodes, clock: fakeClock });
     const run = async <T>(work: Promise<T>): Promise<T> => {
@@ -666,9 +671,7 @@ describe("giving up in line", () => {
     // before the lock was. A 100 ms hold's release reaches the gate at T + 140. A take aimed at
     // the release asks the others in the same round trip: held from T to T + 120, the hold the
     // next waiter plans by. (Learned as 140 ms, the next first in line aimed 20 ms late.)
-    const nodes = fakeNodes(5);
-    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
-    const gate = nodes[gateIndex(["k"], 5)] as FakeNode;
+    const { nodes, gate } = nodesWithGate(20);
     const a = new Redlock({ nodes, clock: fakeClock });
     const b = new Redlock({ nodes, clock: fakeClock });
     // A holds (a plain fan-out: its hold teaches nothing); B fails, then waits in line.
@@ -699,9 +702,7 @@ describe("giving up in line", () => {
     // A gate that keeps the key of a released lock makes its whole line wait for the key's TTL as
     // for a holder that died, while the other nodes are free. The first release request to the gate
     // fails (a dropped connection); the others release.
-    const nodes = fakeNodes(5);
-    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 1 };
-    const gate = nodes[gateIndex(["k"], 5)] as FakeNode;
+    const { nodes, gate } = nodesWithGate(1);
     let failures = 0;
     const flakyGate: RedisNode = {
       id: gate.id,
@@ -732,9 +733,7 @@ describe("giving up in line", () => {
    * answer.
    */
   async function releaseWithLostGateAnswer() {
-    const nodes = fakeNodes(5);
-    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 1 };
-    const gate = nodes[gateIndex(["k"], 5)] as FakeNode;
+    const { nodes, gate } = nodesWithGate(1);
     let cutOff = false;
     const lostGate: RedisNode = {
       id: gate.id,

@@ -194,14 +194,11 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
             } finally {
               redis.disconnect();
             }
-            if (
-              (await within(
-                seen.then(() => true),
-                timeoutMs,
-              )) === undefined
-            ) {
-              throw new Error(`node ${node}'s MONITOR stream did not catch up within ${timeoutMs} ms`);
-            }
+            const caughtUp = await within(
+              seen.then(() => true),
+              timeoutMs,
+            );
+            if (!caughtUp) throw new Error(`node ${node}'s MONITOR stream did not catch up within ${timeoutMs} ms`);
           } finally {
             pending.delete(marker);
           }
