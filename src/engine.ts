@@ -5,7 +5,7 @@
  */
 import { BackgroundWork } from "./background.js";
 import { type FanOut, fanOut, type TaskContext } from "./fanout.js";
-import { HotResources } from "./gate.js";
+import type { HotResources } from "./gate.js";
 import { type RedlockOptions, type ResolvedOptions, resolveOptions, validateTtl } from "./options.js";
 import { validityMs } from "./quorum.js";
 import type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "./report.js";
@@ -44,16 +44,18 @@ export class Engine {
   readonly nodes: readonly RedisNode[];
   readonly nodeIds: readonly string[];
   readonly background = new BackgroundWork();
-  /** Resources this client recently found contended (see `waiting.ts`). */
-  readonly hot = new HotResources();
+  /** Resources recently found contended, or busy, in this isolate (see `waiting.ts`). */
+  readonly hot: HotResources;
   readonly #base: RedlockOptions;
   /** Options resolved per TTL for calls without overrides: resolving is a measurable cost per call. */
   readonly #resolved = new Map<number, ResolvedOptions>();
 
-  constructor(nodes: readonly RedisNode[], base: RedlockOptions) {
+  /** @param hot the isolate's hot resources for these nodes (see `hotResourcesFor`). */
+  constructor(nodes: readonly RedisNode[], base: RedlockOptions, hot: HotResources) {
     this.nodes = nodes;
     this.nodeIds = nodes.map((n) => n.id);
     this.#base = base;
+    this.hot = hot;
   }
 
   /** The client's options merged with a call's overrides, for a TTL (not validated against it). */

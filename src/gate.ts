@@ -2,6 +2,7 @@
  * Which node is a resource set's gate, the gate's own keys, and one poll of it.
  * @module
  */
+import type { Clock } from "./clock.js";
 import { NodeError } from "./errors.js";
 import type { TaskContext } from "./fanout.js";
 import type { NodeOutcomeKind } from "./report.js";
@@ -223,27 +224,44 @@ export function hotKeyOf(keys: readonly string[]): string {
   return keys.join("\n");
 }
 
+/** The prefix of an acquisition's entry among the busy keys (a held lock's entry is its token). */
+export const ACQUIRING = "acquiring:";
+/** The prefix of a plain fan-out's entry among the busy keys, while its request to the gate node is out. */
+export const RACING = "racing:";
+
+/** What an isolate is doing with a resource set right now (see {@link HotResources.busyWith}). */
+export type Busy = "racing" | "acquiring" | "holding";
+
 /**
- * Resource sets this client recently had to wait for, by gate key: the next acquisition of a hot
- * resource queues up at once instead of racing the waiters with a fan-out.
+ * Resource sets that clients in this isolate recently had to wait for, or are acquiring or holding
+ * right now, by gate key: the next acquisition of such a resource queues up at once instead of
+ * racing the waiters (or its siblings) with a fan-out. Shared by every client of the same nodes
+ * and clock (see {@link hotResourcesFor}).
  */
 export class HotResources {
   readonly #until = new Map<string, number>();
   readonly #places = new Map<string, { place: Promise<Place | undefined>; answerBy: number }>();
-  /** This client's acquisitions in progress and locks held, by gate key: id → until when at most. */
+  /** Fan-outs on their way, acquisitions in progress and locks held, by gate key: id → until when at most. */
   readonly #busy = new Map<string, Map<string, number>>();
 
   /**
-   * Whether this client is acquiring or holding `key` right now (callers sharing one client): the
-   * next acquisition then queues up at once, instead of fanning out against its own sibling.
+   * What this isolate is doing with `key` right now, the first that applies: a plain fan-out's
+   * `SET NX` may still be on its way to the gate node (`"racing"`), an acquisition is in progress
+   * (`"acquiring"`), a lock is held (`"holding"`). The next acquisition then queues up at once,
+   * instead of fanning out against its own sibling.
    */
-  isBusy(key: string, now: number): boolean {
+  busyWith(key: string, now: number): Busy | undefined {
     const entries = this.#busy.get(key);
-    if (entries === undefined) return false;
-    for (const [id, until] of entries) if (until <= now) entries.delete(id);
-    if (entries.size > 0) return true;
-    this.#busy.delete(key);
-    return false;
+    if (entries === undefined) return undefined;
+    let busy: Busy | undefined;
+    for (const [id, until] of entries) {
+      if (until <= now) entries.delete(id);
+      else if (id.startsWith(RACING)) busy = "racing";
+      else if (id.startsWith(ACQUIRING)) busy = busy === "racing" ? busy : "acquiring";
+      else busy ??= "holding";
+    }
+    if (entries.size === 0) this.#busy.delete(key);
+    return busy;
   }
 
   /** Count `id` (an acquisition, or a lock's token) as busy with `key` until it leaves, or `until` at most. */
@@ -296,4 +314,55 @@ export class HotResources {
     if (this.#until.size > 1024) this.#until.clear();
     this.#until.set(key, now + forMs);
   }
+}
+
+/** The isolate's hot resources, by clock (their readings are only comparable on one clock) and node list. */
+const hotByClock = new WeakMap<Clock, Map<string, HotResources>>();
+const MAX_NODE_LISTS = 64;
+
+/**
+ * The hot resources of every client in this isolate with the same nodes (in the same order: the
+ * order picks the gate) and clock. On Workers a client is often made per request, from the
+ * request's `env`: a client of its own would start every request blind, and concurrent requests
+ * for one key would fan out against each other before queueing up.
+ * @param nodeIdentities one per node, equal for two nodes only when they are one server (see {@link nodeIdentity}).
+ */
+export function hotResourcesFor(clock: Clock, nodeIdentities: readonly string[]): HotResources {
+  let byNodes = hotByClock.get(clock);
+  if (byNodes === undefined) {
+    byNodes = new Map();
+    hotByClock.set(clock, byNodes);
+  }
+  const list = nodeIdentities.join("\n");
+  let hot = byNodes.get(list);
+  if (hot === undefined) {
+    if (byNodes.size >= MAX_NODE_LISTS) byNodes.clear();
+    hot = new HotResources();
+    byNodes.set(list, hot);
+  }
+  return hot;
+}
+
+const objectNumbers = new WeakMap<object, number>();
+let objectsNumbered = 0;
+
+function numberOf(object: object): number {
+  let n = objectNumbers.get(object);
+  if (n === undefined) {
+    n = ++objectsNumbered;
+    objectNumbers.set(object, n);
+  }
+  return n;
+}
+
+/**
+ * When two nodes are one server, for sharing hot resources: a node made from `{ url, token }` by
+ * its id (the URL without credentials) and the `fetch` it was given, if any (a custom one may
+ * route anywhere); a `RedisNode` passed in only as the same object (its id need not name a server).
+ * @param config what the client was given for the node: the node itself, or its REST config.
+ */
+export function nodeIdentity(node: RedisNode, config: object): string {
+  if (config === node) return `object ${numberOf(node)}`;
+  const custom = (config as { fetch?: unknown }).fetch;
+  return typeof custom === "function" ? `rest ${node.id} fetch ${numberOf(custom)}` : `rest ${node.id}`;
 }

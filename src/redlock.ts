@@ -4,9 +4,11 @@
  * @module
  */
 import type { SettledResult } from "./background.js";
+import { monotonicClock } from "./clock.js";
 import { Engine } from "./engine.js";
 import { ConfigurationError, InvalidArgumentError, LockHeldError } from "./errors.js";
 import { type InitializeFencingResult, initializeFencing } from "./fencing/initialize.js";
+import { hotResourcesFor, nodeIdentity } from "./gate.js";
 import type { Lock, LockOperations, ReleaseResult } from "./lock.js";
 import type { AcquireRequest } from "./operations/acquire.js";
 import { extendKeys, extendLock } from "./operations/extend.js";
@@ -92,7 +94,9 @@ export class Redlock {
     }
     // Validate the options once now with a nominal TTL, so mistakes fail at construction.
     resolveOptions(options, undefined, 10_000, this.nodes.length, (m) => new ConfigurationError(m));
-    const engine = new Engine(this.nodes, Object.freeze({ ...options }));
+    const identities = this.nodes.map((node, i) => nodeIdentity(node, nodes[i]));
+    const hot = hotResourcesFor(options.clock ?? monotonicClock, identities);
+    const engine = new Engine(this.nodes, Object.freeze({ ...options }), hot);
     this.#engine = engine;
     this.#lockOperations = {
       extend: (lock, ttlMs, overrides) => extendLock(engine, lock, ttlMs, callOptions(overrides, "lock.extend()")),

@@ -29,7 +29,7 @@ import {
   LockHeldError,
 } from "./errors.js";
 import type { TaskContext } from "./fanout.js";
-import { type GateAnswer, type GateMode, gateIndex, hotKeyOf, pollGate } from "./gate.js";
+import { ACQUIRING, type GateAnswer, type GateMode, gateIndex, hotKeyOf, pollGate, RACING } from "./gate.js";
 import { Lock, type LockOperations } from "./lock.js";
 import {
   type AcquireRequest,
@@ -153,11 +153,11 @@ class Acquisition {
     const hot = this.#engine.hot;
     const key = this.#hotKey;
     const now = this.#o.clock.now();
-    // Queue up at once for a resource this client just waited for, or is acquiring or holding for
+    // Queue up at once for a resource this isolate just waited for, or is acquiring or holding for
     // another caller right now; a single attempt never waits.
-    const queueAtOnce = hot.isHot(key, now) || hot.isBusy(key, now);
+    const queueAtOnce = hot.busyWith(key, now) !== undefined || hot.isHot(key, now);
     // Our own entry lasts at most the attempts' deadline, in case we never get to leave it.
-    const self = `acquiring:${++acquisitions}`;
+    const self = `${ACQUIRING}${++acquisitions}`;
     hot.occupy(key, self, Math.min(this.#deadline, now + this.#o.requestTimeoutMs * this.#maxAttempts));
     try {
       const lock = await this.#acquire(queueAtOnce);
@@ -258,7 +258,11 @@ class Acquisition {
       const token = randomToken();
       let answer: GateAnswer;
       try {
-        answer = await this.#poll("take", token, this.#leaseFor(nextPollMs));
+        // While a sibling's plain fan-out may still be on its way to the gate, only queue up:
+        // taking the gate before its `SET NX` lands there would split the nodes between us (it
+        // wins the others, our placeholder holds the gate, and the line waits for that).
+        const racing = this.#engine.hot.busyWith(this.#hotKey, sentAt) === "racing";
+        answer = await this.#poll(racing ? "wait" : "take", token, this.#leaseFor(nextPollMs));
       } catch (error) {
         if (error instanceof ConfigurationError) throw this.#configurationError(error);
         if (error instanceof AbortedError) throw error;
@@ -424,6 +428,7 @@ class Acquisition {
   async #fanOut(gate?: GateRole): Promise<AttemptResult> {
     this.#checkAbort();
     this.#attempts++;
+    const racing = gate === undefined && !this.#o.fencing ? this.#race() : undefined;
     const result = this.#o.fencing
       ? await attemptFenced(this.#engine, this.#request, this.#attempts, this.#signal, this.#operations, this.#polls)
       : await attemptAcquire(
@@ -437,6 +442,11 @@ class Acquisition {
         );
     this.#polls = 0;
     this.#reports.push(result.report);
+    if (racing !== undefined) {
+      const gateOutcome = result.report.nodes[this.#gate]?.outcome;
+      if (gateOutcome === "pending" && result.fan) void result.fan.outcomeOf(this.#gate).then(racing, racing);
+      else racing();
+    }
     // A gate that timed out on a poll but answers in a fan-out is back: wait in line again. The
     // vote is often decided before the gate answers (a quorum of the others said "held"): then its
     // answer, if it comes within the request deadline, says so. Read only at settlement, a gate
@@ -455,6 +465,17 @@ class Acquisition {
     // those behind us would wait for our lease to run out.
     if (result.lock) this.#leave();
     return result;
+  }
+
+  /**
+   * Marks a plain fan-out as racing for the gate node until it answers (see `#waitInLine`), at
+   * most a request deadline; returns what ends the mark.
+   */
+  #race(): () => void {
+    const hot = this.#engine.hot;
+    const id = `${RACING}${++acquisitions}`;
+    hot.occupy(this.#hotKey, id, this.#o.clock.now() + this.#o.requestTimeoutMs);
+    return () => hot.leave(this.#hotKey, id);
   }
 
   /** One poll of the gate, as a one-node fan-out: the same deadline, abort and hooks as every request. */

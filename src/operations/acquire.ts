@@ -29,7 +29,12 @@ export interface AcquireRequest {
 
 /** The outcome of one attempt: a lock, or the report of why not. */
 export type AttemptResult =
-  | { lock: Lock; report: AttemptReport }
+  | {
+      lock: Lock;
+      report: AttemptReport;
+      /** The attempt's fan-out: answers still in flight when the vote was decided arrive through it. */
+      fan?: FanOut;
+    }
   | {
       lock?: undefined;
       report: AttemptReport;
@@ -110,7 +115,7 @@ export async function attemptAcquire(
       acquireFan: fan,
       gateLeadMs: gate?.takenAt === undefined ? 0 : Math.max(0, Math.round(vote.decidedAt - gate.takenAt)),
     });
-    return { lock, report };
+    return { lock, report, fan };
   }
   const gateOutOfStep =
     gate !== undefined &&

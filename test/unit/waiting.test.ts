@@ -430,7 +430,7 @@ describe("overlapping resource sets", () => {
   });
 });
 
-describe("one client, many callers", () => {
+describe("many callers in one isolate", () => {
   it("acquisitions of a key this client is already acquiring or holding go straight to the line, without a fan-out each", async () => {
     // One client shared by the requests of a Worker isolate or a Node process: eight of them
     // want the same key at once. Each used to start with a fan-out of its own (N requests, and
@@ -460,6 +460,48 @@ describe("one client, many callers", () => {
     // fan-outs would have added 8 SETs.
     const sets = other.log.slice(before).filter((command) => String(command).startsWith("SET")).length;
     expect(sets).toBeLessThan(12);
+  });
+
+  it("a client made per request queues up behind a sibling client's fan-out, and its first poll leaves the gate to that fan-out", async () => {
+    // Two clients of the same nodes in one isolate (a Worker that makes its client per request),
+    // one key, at once. The gate runs the first client's SET 10 ms late, so that whatever the
+    // second sends the gate overtakes it. The second used to fan out too, and won the gate while
+    // the first won the others: the first held the lock without its gate, the second left a
+    // placeholder there, and the line waited for it. A poll that takes the gate did the same.
+    const nodes = fakeNodes(5);
+    const gateAt = gateIndex(["k"], 5);
+    const gate = nodes[gateAt] as FakeNode;
+    let firstSet = true;
+    gate.latency = (args) => {
+      const late = firstSet && args[0] === "SET";
+      if (late) firstSet = false;
+      return { requestMs: late ? 10 : 0, replyMs: 1 };
+    };
+    const [first, second] = [0, 1].map(() => new Redlock({ nodes, clock: fakeClock }));
+    const order: string[] = [];
+    const gateHeld: boolean[] = [];
+    const take = async (name: string, client: Redlock) => {
+      const lock = await client.acquire("k", 2000);
+      order.push(name);
+      await new Promise((r) => setTimeout(r, 20));
+      gateHeld.push(gate.get(lock.keys[0] as string) === lock.token);
+      console.log(
+        name,
+        gate.get(lock.keys[0] as string),
+        lock.token,
+        JSON.stringify(gate.log.map((c) => c.slice(0, 12))),
+      );
+      order.push(`${name} done`);
+      await lock.release();
+    };
+    const both = Promise.all([take("first", first as Redlock), take("second", second as Redlock)]);
+    expect(await resolvesOnFakeTime(both, 5000)).toBe(true);
+    expect(order).toEqual(["first", "first done", "second", "second done"]);
+    // Each holder held the gate too: the votes were never split between the two.
+    expect(gateHeld).toEqual([true, true]);
+    // A node other than the gate saw two SETs, one per grant: the second did not fan out first.
+    const other = nodes[(gateAt + 1) % 5] as FakeNode;
+    expect(other.log.filter((command) => command[0] === "SET")).toHaveLength(2);
   });
 });
 

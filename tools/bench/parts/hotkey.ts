@@ -304,7 +304,7 @@ export async function hotKeyPart(ctx: BenchContext): Promise<PartResult> {
   const part = emptyPart("hotkey", "Hot key");
   const s = plan(ctx);
   part.method.push(
-    `C clients, each its own client instance, loop acquire (TTL ${TTL_MS / 1000} s) → critical section → release on one key for ${s.windowMs / 1000} s per run. N = ${s.n} lock nodes (@upstash/lock: one).`,
+    `C clients, each its own client instance, loop acquire (TTL ${TTL_MS / 1000} s) → critical section → release on one key for ${s.windowMs / 1000} s per run. N = ${s.n} lock nodes (@upstash/lock: one). edge-redlock's clients in one process share what the library knows of the key's contention, as every client of the same nodes in one isolate does; the runs over 4 processes show clients that share nothing across processes.`,
     "Critical section: two REST round trips to a separate data node (same delay, no jitter): `INCR holders` + `GET counter`, then `SET counter+1` + `DECR holders`. holders > 1 counts an overlapping hold; a final counter below the acknowledged sections counts lost updates.",
     "Handoffs: sections released inside the window. Requests per handoff: requests the lock nodes received during the window (HTTP requests counted at the bridges for REST systems, commands counted at the TCP proxies for TCP systems) ÷ handoffs. Attempts: counted on the client by wrapping each library's per-attempt step.",
     "Wait: from wanting the lock to holding it (across give-ups). Jain: fairness of per-client handoffs (1 = equal). Starved: clients with no handoff. Gave up: acquire() calls that ran out of retries (the client then calls acquire again).",
