@@ -243,6 +243,8 @@ export class HotResources {
   readonly #places = new Map<string, { place: Promise<Place | undefined>; answerBy: number }>();
   /** Fan-outs on their way, acquisitions in progress and locks held, by gate key: id → until when at most. */
   readonly #busy = new Map<string, Map<string, number>>();
+  /** Waiters for the next release of a key from this isolate (see {@link nextRelease}). */
+  readonly #releases = new Map<string, { promise: Promise<number>; resolve: (at: number) => void }>();
 
   /**
    * What this isolate is doing with `key` right now, the first that applies: a plain fan-out's
@@ -262,6 +264,30 @@ export class HotResources {
     }
     if (entries.size === 0) this.#busy.delete(key);
     return busy;
+  }
+
+  /**
+   * Resolves with the clock reading at which a release of `key` from this isolate sent its
+   * requests, at the next such release.
+   */
+  nextRelease(key: string): Promise<number> {
+    let waiting = this.#releases.get(key);
+    if (waiting === undefined) {
+      if (this.#releases.size > 1024) this.#releases.clear();
+      let resolve: (at: number) => void = () => {};
+      const promise = new Promise<number>((r) => (resolve = r));
+      waiting = { promise, resolve };
+      this.#releases.set(key, waiting);
+    }
+    return waiting.promise;
+  }
+
+  /** A release of `key` sent its requests at `at` (see {@link nextRelease}). */
+  releasing(key: string, at: number): void {
+    const waiting = this.#releases.get(key);
+    if (waiting === undefined) return;
+    this.#releases.delete(key);
+    waiting.resolve(at);
   }
 
   /** Count `id` (an acquisition, or a lock's token) as busy with `key` until it leaves, or `until` at most. */

@@ -44,7 +44,7 @@ import { summary } from "./operations/summary.js";
 import { MAX_DELAY_MS, type ResolvedOptions } from "./options.js";
 import { driftMs, refusalReason } from "./quorum.js";
 import type { AttemptReport, NodeOutcomeKind } from "./report.js";
-import { sleep } from "./signals.js";
+import { sleep, within } from "./signals.js";
 import { randomToken } from "./token.js";
 
 /** Shortest margin between a predicted release and the take aimed at it, in ms (timers fire late, by about this much). */
@@ -101,6 +101,8 @@ class Acquisition {
   #polls = 0;
   /** Average poll round trip, in ms. */
   #rtt = 0;
+  /** Average deviation of a poll's round trip from `#rtt`, in ms. */
+  #rttDeviation = 0;
   #gateDown = false;
   /**
    * How many takes of the gate in a row, by anyone, found it free with no release through it since
@@ -119,6 +121,8 @@ class Acquisition {
   #headSince: number | undefined;
   /** Whether the gate's line holds an entry of ours (to leave when we are done another way). */
   #inLine = false;
+  /** Whether the gate's last answer had us first in line. */
+  #firstInLine = false;
   /** When the placeholder we left on the gate runs out (see `#growPlaceholder`). */
   #placeholderUntil = 0;
   /** The token of a placeholder we may have left on the gate (see `#growPlaceholder`). */
@@ -181,6 +185,7 @@ class Acquisition {
         this.#waiterId = place.waiter;
         this.#ticket = place.ticket;
         this.#inLine = true;
+        this.#firstInLine = place.answer.rank === 0;
         this.#lastTurns = place.answer.turns;
         this.#rtt = place.rttMs;
         const elapsed = this.#o.clock.now() - place.at;
@@ -253,7 +258,13 @@ class Acquisition {
     let nextPollMs = firstPollInMs;
     for (;;) {
       // While our own placeholder holds the gate, a poll would only find it there.
-      await this.#pause(Math.max(nextPollMs, this.#placeholderUntil - this.#o.clock.now()));
+      const placeholderMs = this.#placeholderUntil - this.#o.clock.now();
+      if (await this.#pauseOrWake(Math.max(nextPollMs, placeholderMs), this.#firstInLine && placeholderMs <= 0)) {
+        const lock = await this.#takeAtRelease();
+        if (lock) return lock;
+        nextPollMs = this.#pollInterval(this.#holdMs);
+        continue;
+      }
       const sentAt = this.#o.clock.now();
       const token = randomToken();
       let answer: GateAnswer;
@@ -306,23 +317,50 @@ class Acquisition {
         // the split of the round trip between the two ways; a margin of twice the holds' average
         // deviation makes landing before the release (a wasted fan-out) the exception.
         const aim = sentAt + answer.freeInMs + this.#margin(answer);
-        await this.#pause(Math.max(0, aim - this.#o.clock.now()));
-        const early = await this.#speculativeTake();
-        if (early === undefined) {
-          nextPollMs = interval;
-          continue;
-        }
-        if (early instanceof Lock) return early;
-        // We came too early: the holder is past its usual hold, and its release is most likely on
-        // the way by the time our answer is back. One more take at once costs the same requests as
-        // a poll and the fan-out after it, a round trip sooner; after that, polls.
-        const again = await this.#speculativeTake();
-        if (again instanceof Lock) return again;
+        await this.#pauseOrWake(Math.max(0, aim - this.#o.clock.now()), true);
+        const lock = await this.#takeAtRelease();
+        if (lock) return lock;
         nextPollMs = interval;
         continue;
       }
       nextPollMs = this.#sleepFor(answer);
     }
+  }
+
+  /**
+   * Sleep `ms` (see `#pause`); when `wakeable` (we are first in line), wake early if a release of
+   * our resource from this isolate sends its requests meanwhile: then our take can follow it at
+   * once instead of at the gate's prediction, which lands a few ms late at best. Returns whether a
+   * release woke us. Our take follows the release's requests by twice the average deviation of our
+   * round trips (at least `MIN_MARGIN_MS`, at most a quarter of a round trip), so that it reaches
+   * the nodes after them unless the way there reorders requests by more than that (jitter): then
+   * the take came early, and `#takeAtRelease` sends one more.
+   */
+  async #pauseOrWake(ms: number, wakeable: boolean): Promise<boolean> {
+    const now = this.#o.clock.now();
+    const limit = Math.min(this.#deadline, this.#acquireTimeoutSet() ? Number.POSITIVE_INFINITY : this.#patienceUntil);
+    if (!wakeable || ms <= 0 || now + ms >= limit) {
+      await this.#pause(ms);
+      return false;
+    }
+    const released = await within(this.#engine.hot.nextRelease(this.#hotKey), ms, this.#signal).catch(
+      (reason: unknown) => this.#abandon(reason),
+    );
+    const margin = Math.max(MIN_MARGIN_MS, Math.min(2 * this.#rttDeviation, this.#rtt / 4));
+    await this.#pause(released === undefined ? 0 : released + margin - this.#o.clock.now());
+    return released !== undefined;
+  }
+
+  /**
+   * A take aimed at a release. If it came too early (the holder is past its usual hold), its
+   * release is most likely on the way by the time our answer is back: one more take at once costs
+   * the same requests as a poll and the fan-out after it, a round trip sooner; after that, polls.
+   */
+  async #takeAtRelease(): Promise<Lock | undefined> {
+    const early = await this.#speculativeTake();
+    if (early === undefined || early instanceof Lock) return early;
+    const again = await this.#speculativeTake();
+    return again instanceof Lock ? again : undefined;
   }
 
   /**
@@ -513,11 +551,13 @@ class Acquisition {
       context,
     );
     const rtt = this.#o.clock.now() - started;
+    if (this.#rtt > 0) this.#rttDeviation = (3 * this.#rttDeviation + Math.abs(rtt - this.#rtt)) / 4;
     this.#rtt = this.#rtt === 0 ? rtt : (3 * this.#rtt + rtt) / 4;
     if (answer.ticket > 0 && !answer.taken) this.#ticket = answer.ticket;
     if (answer.taken) this.#unreleasedTakes = answer.unreleasedTakes;
     // A take removes us from the line; any other answer means we stand in it.
     this.#inLine = !answer.taken;
+    this.#firstInLine = !answer.taken && answer.rank === 0;
     return answer;
   }
 

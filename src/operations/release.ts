@@ -40,7 +40,7 @@ export async function releaseKeys(
   let keep: (place: Place | undefined) => void = () => {};
   if (requeue)
     engine.hot.keepPlace(hotKey, new Promise((resolve) => (keep = resolve)), o.clock.now() + o.requestTimeoutMs);
-  const { report, fan } = await engine.vote(o, "release", resources, 1, undefined, {
+  const voting = engine.vote(o, "release", resources, 1, undefined, {
     yes: "released",
     task: async (i, context) => {
       if (i !== gate) return releaseOnNode(engine.node(i), keys, token, context);
@@ -58,6 +58,10 @@ export async function releaseKeys(
       return answer.outcome;
     },
   });
+  // The release's requests are on their way: the first in line in this isolate, if it is here,
+  // can send its take now instead of at the gate's prediction (see waiting.ts).
+  engine.hot.releasing(hotKey, o.clock.now());
+  const { report, fan } = await voting;
   // Nodes still answering when the outcome was clear finish in the background, by the fan-out's
   // deadline. A gate that missed the release would keep the key until its TTL runs out, and its
   // line would wait for it as for a holder that died while the other nodes are free: a release the

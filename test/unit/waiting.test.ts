@@ -163,6 +163,14 @@ function nodesWithGate(latencyMs: number): { nodes: FakeNode[]; gate: FakeNode }
   return { nodes, gate: nodes[gateIndex(["k"], 5)] as FakeNode };
 }
 
+/**
+ * The same nodes as another isolate sees them: other objects, so that its clients share nothing
+ * with ours (see `hotResourcesFor`).
+ */
+function inAnotherIsolate(nodes: readonly FakeNode[]): RedisNode[] {
+  return nodes.map((node) => ({ id: node.id, command: (args, signal) => node.command(args, signal) }));
+}
+
 /** One acquire and release on fake time: when the lock was granted (fake ms), after `onGrant` ran. */
 async function acquireOnFakeTime(redlock: Redlock, key: string, ttlMs: number, onGrant = () => {}): Promise<number> {
   let acquiredAt = Number.POSITIVE_INFINITY;
@@ -505,6 +513,34 @@ describe("many callers in one isolate", () => {
   });
 });
 
+describe("a release in the same isolate", () => {
+  it("wakes the first in line there: its take follows the release at once instead of at the gate's prediction", async () => {
+    // Each node runs a command 20 ms after it is sent. B stands first in line behind A's hold,
+    // with no hold recorded yet. Woken by A's release, B's take (sent 2 ms after it) reaches
+    // every node 2 ms after the release did, and B holds the lock 22 ms after the release was
+    // sent. Without the wake (A in another isolate), B finds the lock free at its next poll.
+    const gapAfterRelease = async (sameIsolate: boolean) => {
+      const { nodes } = nodesWithGate(20);
+      const a = new Redlock({ nodes: sameIsolate ? nodes : inAnotherIsolate(nodes), clock: fakeClock });
+      const b = new Redlock({ nodes, clock: fakeClock });
+      const aAcquiring = a.acquire("k", 2000);
+      await vi.advanceTimersByTimeAsync(20);
+      const aLock = await aAcquiring;
+      let grantedAt = Number.NaN;
+      const bTurn = b.acquire("k", 2000).then(async (lock) => {
+        grantedAt = Date.now();
+        await lock.release();
+      });
+      await vi.advanceTimersByTimeAsync(300);
+      const releasedAt = Date.now();
+      expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn]), 5_000)).toBe(true);
+      return grantedAt - releasedAt;
+    };
+    expect(await gapAfterRelease(true)).toBe(22);
+    expect(await gapAfterRelease(false)).toBeGreaterThan(40);
+  });
+});
+
 describe("giving up in line", () => {
   it("a holder that keeps the lock far longer than the line's usual hold costs each waiter about 10 polls a second, not one every few ms", async () => {
     // A line learns holds of 50 ms; then one holder keeps the lock for 3 s (its work took longer,
@@ -714,7 +750,8 @@ describe("giving up in line", () => {
     // the release asks the others in the same round trip: held from T to T + 120, the hold the
     // next waiter plans by. (Learned as 140 ms, the next first in line aimed 20 ms late.)
     const { nodes, gate } = nodesWithGate(20);
-    const a = new Redlock({ nodes, clock: fakeClock });
+    // A in another isolate: its release does not wake B, which takes by a poll.
+    const a = new Redlock({ nodes: inAnotherIsolate(nodes), clock: fakeClock });
     const b = new Redlock({ nodes, clock: fakeClock });
     // A holds (a plain fan-out: its hold teaches nothing); B fails, then waits in line.
     const aAcquiring = a.acquire("k", 2000);
