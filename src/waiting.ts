@@ -101,8 +101,6 @@ class Acquisition {
   #polls = 0;
   /** Average poll round trip, in ms. */
   #rtt = 0;
-  /** Average deviation of a poll's round trip from `#rtt`, in ms. */
-  #rttDeviation = 0;
   #gateDown = false;
   /**
    * How many takes of the gate in a row, by anyone, found it free with no release through it since
@@ -260,7 +258,7 @@ class Acquisition {
       // While our own placeholder holds the gate, a poll would only find it there.
       const placeholderMs = this.#placeholderUntil - this.#o.clock.now();
       if (await this.#pauseOrWake(Math.max(nextPollMs, placeholderMs), this.#firstInLine && placeholderMs <= 0)) {
-        const lock = await this.#takeAtRelease();
+        const lock = await this.#takeAtRelease(true);
         if (lock) return lock;
         nextPollMs = this.#pollInterval(this.#holdMs);
         continue;
@@ -317,8 +315,8 @@ class Acquisition {
         // the split of the round trip between the two ways; a margin of twice the holds' average
         // deviation makes landing before the release (a wasted fan-out) the exception.
         const aim = sentAt + answer.freeInMs + this.#margin(answer);
-        await this.#pauseOrWake(Math.max(0, aim - this.#o.clock.now()), true);
-        const lock = await this.#takeAtRelease();
+        const woken = await this.#pauseOrWake(Math.max(0, aim - this.#o.clock.now()), true);
+        const lock = await this.#takeAtRelease(woken);
         if (lock) return lock;
         nextPollMs = interval;
         continue;
@@ -331,10 +329,11 @@ class Acquisition {
    * Sleep `ms` (see `#pause`); when `wakeable` (we are first in line), wake early if a release of
    * our resource from this isolate sends its requests meanwhile: then our take can follow it at
    * once instead of at the gate's prediction, which lands a few ms late at best. Returns whether a
-   * release woke us. Our take follows the release's requests by twice the average deviation of our
-   * round trips (at least `MIN_MARGIN_MS`, at most a quarter of a round trip), so that it reaches
-   * the nodes after them unless the way there reorders requests by more than that (jitter): then
-   * the take came early, and `#takeAtRelease` sends one more.
+   * release woke us. Our take follows the release's requests by the isolate's margin for the key
+   * (see `HotResources.wakeMarginMs`), learned from whether such takes came early. (Twice the
+   * average deviation of our round trips was no measure of it: under load it grew with the time
+   * answers wait for the client, not with any reordering on the way to the nodes, and at C = 64
+   * held takes back 10 to 17 ms.)
    */
   async #pauseOrWake(ms: number, wakeable: boolean): Promise<boolean> {
     const now = this.#o.clock.now();
@@ -346,7 +345,7 @@ class Acquisition {
     const released = await within(this.#engine.hot.nextRelease(this.#hotKey), ms, this.#signal).catch(
       (reason: unknown) => this.#abandon(reason),
     );
-    const margin = Math.max(MIN_MARGIN_MS, Math.min(2 * this.#rttDeviation, this.#rtt / 4));
+    const margin = this.#engine.hot.wakeMarginMs(this.#hotKey);
     await this.#pause(released === undefined ? 0 : released + margin - this.#o.clock.now());
     return released !== undefined;
   }
@@ -356,8 +355,9 @@ class Acquisition {
    * release is most likely on the way by the time our answer is back: one more take at once costs
    * the same requests as a poll and the fan-out after it, a round trip sooner; after that, polls.
    */
-  async #takeAtRelease(): Promise<Lock | undefined> {
+  async #takeAtRelease(woken: boolean): Promise<Lock | undefined> {
     const early = await this.#speculativeTake();
+    if (woken) this.#engine.hot.noteWokenTake(this.#hotKey, !(early instanceof Lock), this.#rtt / 2);
     if (early === undefined || early instanceof Lock) return early;
     const again = await this.#speculativeTake();
     return again instanceof Lock ? again : undefined;
@@ -551,7 +551,6 @@ class Acquisition {
       context,
     );
     const rtt = this.#o.clock.now() - started;
-    if (this.#rtt > 0) this.#rttDeviation = (3 * this.#rttDeviation + Math.abs(rtt - this.#rtt)) / 4;
     this.#rtt = this.#rtt === 0 ? rtt : (3 * this.#rtt + rtt) / 4;
     if (answer.ticket > 0 && !answer.taken) this.#ticket = answer.ticket;
     if (answer.taken) this.#unreleasedTakes = answer.unreleasedTakes;

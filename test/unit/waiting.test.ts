@@ -4,7 +4,7 @@
  * starvation, fair turns, and waiters that do not re-fan-out on every poll.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { gateIndex, pollGate } from "../../src/gate.js";
+import { gateIndex, HotResources, pollGate } from "../../src/gate.js";
 import {
   AbortedError,
   type Lock,
@@ -538,6 +538,19 @@ describe("a release in the same isolate", () => {
     };
     expect(await gapAfterRelease(true)).toBe(22);
     expect(await gapAfterRelease(false)).toBeGreaterThan(40);
+  });
+
+  it("learns how long after the release to send the take: longer while takes come early, back to 2 ms while they do not", () => {
+    const hot = new HotResources();
+    expect(hot.wakeMarginMs("k")).toBe(2);
+    for (let i = 0; i < 3; i++) hot.noteWokenTake("k", true, 10);
+    // 2 + 4 + 4, then the cap (half a round trip).
+    expect(hot.wakeMarginMs("k")).toBe(10);
+    expect(hot.wakeMarginMs("other")).toBe(2);
+    for (let i = 0; i < 4; i++) hot.noteWokenTake("k", false, 10);
+    expect(hot.wakeMarginMs("k")).toBe(8);
+    for (let i = 0; i < 40; i++) hot.noteWokenTake("k", false, 10);
+    expect(hot.wakeMarginMs("k")).toBe(2);
   });
 });
 
