@@ -22,8 +22,17 @@ interface Ops {
   settle(): Promise<void>;
 }
 
-function edgeRedlockOps(nodes: { url: string; token: string }[], options: RedlockOptions): Ops {
-  const redlock = new Redlock({ nodes, ...options });
+/**
+ * `elsewhere`: a client as another isolate would make it, sharing nothing with this process's
+ * other clients (edge-redlock's clients of the same nodes in one isolate share what they know of
+ * a key: a waiter behind a holder of its own isolate queues up without a first fan-out). Its
+ * nodes get a `fetch` of their own, which still goes through the counting global `fetch`.
+ */
+function edgeRedlockOps(nodes: { url: string; token: string }[], options: RedlockOptions, elsewhere = false): Ops {
+  const own = elsewhere
+    ? nodes.map((node) => ({ ...node, fetch: (...args: Parameters<typeof fetch>) => fetch(...args) }))
+    : nodes;
+  const redlock = new Redlock({ nodes: own, ...options });
   return {
     acquire: async (key) => {
       try {
@@ -80,7 +89,7 @@ export async function subrequestsPart(ctx: BenchContext): Promise<PartResult> {
   const delayMs = smoke ? 5 : 20;
   part.method.push(
     `N = ${n}, +${delayMs} ms per node. Requests each client sent (counted per client through an AsyncLocalStorage-tagged fetch wrapper), including background cleanup (awaited with redlock.settled()). Median of ${repeats} repeats.`,
-    `While waiting: another client of the same system holds the key and releases it after ${holdMs} ms; counted are the waiter's requests until it holds the lock, calling acquire() again when it gives up (as an application would).`,
+    `While waiting: another client of the same system holds the key and releases it after ${holdMs} ms (for edge-redlock a client as another isolate makes it: one of the same isolate would spare the waiter its first fan-out); counted are the waiter's requests until it holds the lock, calling acquire() again when it gives up (as an application would).`,
     "edge-redlock (equal) is the hot-key part's equal policy: 10 attempts, backoff base and ceiling 100 ms, so it still waits in line at the gate. edge-redlock (fencing) acquires with `fencing: true` (two phases per attempt; a fenced lock waits with backoff, not in line) on nodes initialised once with `initializeFencing()`.",
   );
   await ctx.host.setUniformDelay(delayMs);
@@ -98,13 +107,13 @@ export async function subrequestsPart(ctx: BenchContext): Promise<PartResult> {
     return { value, requests: counts.get(tag) ?? 0 };
   };
   const nodes = ctx.host.nodes.slice(0, n).map(({ url, token }) => ({ url, token }));
-  const systems: { label: string; make: () => Ops }[] = [
-    { label: "edge-redlock (defaults)", make: () => edgeRedlockOps(nodes, {}) },
+  const systems: { label: string; make: (elsewhere?: boolean) => Ops }[] = [
+    { label: "edge-redlock (defaults)", make: (elsewhere) => edgeRedlockOps(nodes, {}, elsewhere) },
     {
       label: "edge-redlock (equal)",
-      make: () => edgeRedlockOps(nodes, EDGE_REDLOCK_EQUAL),
+      make: (elsewhere) => edgeRedlockOps(nodes, EDGE_REDLOCK_EQUAL, elsewhere),
     },
-    { label: "edge-redlock (fencing)", make: () => edgeRedlockOps(nodes, { fencing: true }) },
+    { label: "edge-redlock (fencing)", make: (elsewhere) => edgeRedlockOps(nodes, { fencing: true }, elsewhere) },
     { label: "@upstash/lock (defaults)", make: () => upstashLockOps(nodes[0]!) },
     {
       label: "@upstash/lock (equal)",
@@ -143,7 +152,8 @@ export async function subrequestsPart(ctx: BenchContext): Promise<PartResult> {
           ).requests,
         );
 
-        const holder = system.make();
+        // The holder is in another isolate, as a contended lock's holder usually is.
+        const holder = system.make(true);
         const waiter = system.make();
         const contended = `sub:${process.pid}:${serial++}`;
         const held = await holder.acquire(contended);
