@@ -5,7 +5,7 @@
  */
 import { BackgroundWork } from "./background.js";
 import { type FanOut, fanOut, type TaskContext } from "./fanout.js";
-import type { HotResources } from "./gate.js";
+import type { HotResources } from "./hot-resources.js";
 import { type RedlockOptions, type ResolvedOptions, resolveOptions, validateTtl } from "./options.js";
 import { validityMs } from "./quorum.js";
 import type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "./report.js";

@@ -8,7 +8,7 @@ import { monotonicClock } from "./clock.js";
 import { Engine } from "./engine.js";
 import { ConfigurationError, InvalidArgumentError, LockHeldError } from "./errors.js";
 import { type InitializeFencingResult, initializeFencing } from "./fencing/initialize.js";
-import { hotResourcesFor, nodeIdentity } from "./gate.js";
+import { hotResourcesFor, nodeIdentity } from "./hot-resources.js";
 import type { Lock, LockOperations, ReleaseResult } from "./lock.js";
 import type { AcquireRequest } from "./operations/acquire.js";
 import { extendKeys, extendLock } from "./operations/extend.js";

@@ -29,7 +29,8 @@ import {
   LockHeldError,
 } from "./errors.js";
 import type { TaskContext } from "./fanout.js";
-import { ACQUIRING, type GateAnswer, type GateMode, gateIndex, hotKeyOf, pollGate, RACING } from "./gate.js";
+import { type GateAnswer, type GateMode, gateIndex, hotKeyOf, pollGate } from "./gate.js";
+import { ACQUIRING, RACING } from "./hot-resources.js";
 import { Lock, type LockOperations } from "./lock.js";
 import {
   type AcquireRequest,

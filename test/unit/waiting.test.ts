@@ -4,7 +4,8 @@
  * starvation, fair turns, and waiters that do not re-fan-out on every poll.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { gateIndex, HotResources, pollGate } from "../../src/gate.js";
+import { gateIndex, pollGate } from "../../src/gate.js";
+import { HotResources } from "../../src/hot-resources.js";
 import {
   AbortedError,
   type Lock,
