@@ -12,14 +12,6 @@ import type { RedisNode } from "./transport.js";
 /** Shortest margin between a release from this isolate and the take of the waiter it woke, in ms (timers fire late by about this much). */
 const MIN_WAKE_MARGIN_MS = 2;
 
-/** The prefix of an acquisition's entry among the busy keys (a held lock's entry is its token). */
-export const ACQUIRING = "acquiring:";
-/** The prefix of a plain fan-out's entry among the busy keys, while its request to the gate node is out. */
-export const RACING = "racing:";
-
-/** What an isolate is doing with a resource set right now (see {@link HotResources.busyWith}). */
-export type Busy = "racing" | "acquiring" | "holding";
-
 /**
  * Resource sets that clients in this isolate recently had to wait for, or are acquiring or holding
  * right now, by gate key: the next acquisition of such a resource queues up at once instead of
@@ -29,31 +21,41 @@ export type Busy = "racing" | "acquiring" | "holding";
 export class HotResources {
   readonly #until = new Map<string, number>();
   readonly #places = new Map<string, { place: Promise<Place | undefined>; answerBy: number }>();
-  /** Fan-outs on their way, acquisitions in progress and locks held, by gate key: id → until when at most. */
-  readonly #busy = new Map<string, Map<string, number>>();
+  /**
+   * Acquisitions in progress, locks held, and plain fan-outs whose request to the gate node is
+   * still out (`racing`), by gate key: id → until when at most.
+   */
+  readonly #busy = new Map<string, Map<string, { until: number; racing: boolean }>>();
   /** How long after a release of a key from this isolate its woken first in line sends its take (see {@link wakeMarginMs}). */
   readonly #wakeMargins = new Map<string, number>();
   /** Waiters for the next release of a key from this isolate (see {@link nextRelease}). */
   readonly #releases = new Map<string, { promise: Promise<number>; resolve: (at: number) => void }>();
 
   /**
-   * What this isolate is doing with `key` right now, the first that applies: a plain fan-out's
-   * `SET NX` may still be on its way to the gate node (`"racing"`), an acquisition is in progress
-   * (`"acquiring"`), a lock is held (`"holding"`). The next acquisition then queues up at once,
-   * instead of fanning out against its own sibling.
+   * Whether an acquisition in this isolate is acquiring or holding `key` right now: the next
+   * acquisition then queues up at once, instead of fanning out against its own sibling.
    */
-  busyWith(key: string, now: number): Busy | undefined {
+  isBusy(key: string, now: number): boolean {
+    return this.#live(key, now) !== undefined;
+  }
+
+  /**
+   * Whether a plain fan-out for `key` from this isolate may still have its `SET NX` on the way to
+   * the gate node: a poll that took the gate first would split the nodes with it.
+   */
+  isRacing(key: string, now: number): boolean {
+    for (const entry of this.#live(key, now)?.values() ?? []) if (entry.racing) return true;
+    return false;
+  }
+
+  /** The entries of `key` that have not run out, or nothing. */
+  #live(key: string, now: number): Map<string, { until: number; racing: boolean }> | undefined {
     const entries = this.#busy.get(key);
     if (entries === undefined) return undefined;
-    let busy: Busy | undefined;
-    for (const [id, until] of entries) {
-      if (until <= now) entries.delete(id);
-      else if (id.startsWith(RACING)) busy = "racing";
-      else if (id.startsWith(ACQUIRING)) busy = busy === "racing" ? busy : "acquiring";
-      else busy ??= "holding";
-    }
-    if (entries.size === 0) this.#busy.delete(key);
-    return busy;
+    for (const [id, entry] of entries) if (entry.until <= now) entries.delete(id);
+    if (entries.size > 0) return entries;
+    this.#busy.delete(key);
+    return undefined;
   }
 
   /**
@@ -104,12 +106,15 @@ export class HotResources {
     this.#wakeMargins.set(key, next);
   }
 
-  /** Count `id` (an acquisition, or a lock's token) as busy with `key` until it leaves, or `until` at most. */
-  occupy(key: string, id: string, until: number): void {
+  /**
+   * Count `id` (an acquisition, a lock's token, or a plain fan-out that is `racing` for the gate)
+   * as busy with `key` until it leaves, or `until` at most.
+   */
+  occupy(key: string, id: string, until: number, racing = false): void {
     if (this.#busy.size > 1024) this.#busy.clear();
-    const entries = this.#busy.get(key) ?? new Map<string, number>();
+    const entries = this.#busy.get(key) ?? new Map<string, { until: number; racing: boolean }>();
     this.#busy.set(key, entries);
-    entries.set(id, until);
+    entries.set(id, { until, racing });
   }
 
   leave(key: string, id: string): void {

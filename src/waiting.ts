@@ -30,7 +30,6 @@ import {
 } from "./errors.js";
 import type { TaskContext } from "./fanout.js";
 import { type GateAnswer, type GateMode, gateIndex, hotKeyOf, pollGate } from "./gate.js";
-import { ACQUIRING, RACING } from "./hot-resources.js";
 import { Lock, type LockOperations } from "./lock.js";
 import {
   type AcquireRequest,
@@ -158,9 +157,9 @@ class Acquisition {
     const now = this.#o.clock.now();
     // Queue up at once for a resource this isolate just waited for, or is acquiring or holding for
     // another caller right now; a single attempt never waits.
-    const queueAtOnce = hot.busyWith(key, now) !== undefined || hot.isHot(key, now);
+    const queueAtOnce = hot.isHot(key, now) || hot.isBusy(key, now);
     // Our own entry lasts at most the attempts' deadline, in case we never get to leave it.
-    const self = `${ACQUIRING}${++acquisitions}`;
+    const self = `acquiring:${++acquisitions}`;
     hot.occupy(key, self, Math.min(this.#deadline, now + this.#o.requestTimeoutMs * this.#maxAttempts));
     try {
       const lock = await this.#acquire(queueAtOnce);
@@ -271,7 +270,7 @@ class Acquisition {
         // While a sibling's plain fan-out may still be on its way to the gate, only queue up:
         // taking the gate before its `SET NX` lands there would split the nodes between us (it
         // wins the others, our placeholder holds the gate, and the line waits for that).
-        const racing = this.#engine.hot.busyWith(this.#hotKey, sentAt) === "racing";
+        const racing = this.#engine.hot.isRacing(this.#hotKey, sentAt);
         answer = await this.#poll(racing ? "wait" : "take", token, this.#leaseFor(nextPollMs));
       } catch (error) {
         if (error instanceof ConfigurationError) throw this.#configurationError(error);
@@ -332,14 +331,12 @@ class Acquisition {
    * once instead of at the gate's prediction, which lands a few ms late at best. Returns whether a
    * release woke us. Our take follows the release's requests by the isolate's margin for the key
    * (see `HotResources.wakeMarginMs`), learned from whether such takes came early. (Twice the
-   * average deviation of our round trips was no measure of it: under load it grew with the time
-   * answers wait for the client, not with any reordering on the way to the nodes, and at C = 64
-   * held takes back 10 to 17 ms.)
+   * average deviation of our round trips was no measure of it: under load it grows with the time
+   * answers wait for a busy client, not with any reordering on the way to the nodes, and it held
+   * the takes back for no gain.)
    */
   async #pauseOrWake(ms: number, wakeable: boolean): Promise<boolean> {
-    const now = this.#o.clock.now();
-    const limit = Math.min(this.#deadline, this.#acquireTimeoutSet() ? Number.POSITIVE_INFINITY : this.#patienceUntil);
-    if (!wakeable || ms <= 0 || now + ms >= limit) {
+    if (!wakeable || ms <= 0 || this.#o.clock.now() + ms >= this.#pauseLimit()) {
       await this.#pause(ms);
       return false;
     }
@@ -512,8 +509,8 @@ class Acquisition {
    */
   #race(): () => void {
     const hot = this.#engine.hot;
-    const id = `${RACING}${++acquisitions}`;
-    hot.occupy(this.#hotKey, id, this.#o.clock.now() + this.#o.requestTimeoutMs);
+    const id = `racing:${++acquisitions}`;
+    hot.occupy(this.#hotKey, id, this.#o.clock.now() + this.#o.requestTimeoutMs, true);
     return () => hot.leave(this.#hotKey, id);
   }
 
@@ -742,7 +739,7 @@ class Acquisition {
   async #pause(ms: number): Promise<void> {
     const patient = !this.#acquireTimeoutSet();
     if (patient && this.#lookedPastPatience && this.#o.clock.now() >= this.#patienceUntil) this.#giveUp();
-    const limit = Math.min(this.#deadline, patient ? this.#patienceUntil : Number.POSITIVE_INFINITY);
+    const limit = this.#pauseLimit();
     const now = this.#o.clock.now();
     if (ms > 0 && now < limit) await this.#sleep(Math.min(ms, limit - now));
     if (this.#o.clock.now() >= this.#deadline) {
@@ -750,6 +747,11 @@ class Acquisition {
       this.#timeOut();
     }
     if (patient && this.#o.clock.now() >= this.#patienceUntil) this.#lookedPastPatience = true;
+  }
+
+  /** Where a pause ends at the latest: the acquire deadline, or without one the patience. */
+  #pauseLimit(): number {
+    return Math.min(this.#deadline, this.#acquireTimeoutSet() ? Number.POSITIVE_INFINITY : this.#patienceUntil);
   }
 
   #giveUp(): never {

@@ -32,9 +32,9 @@ import type { Script } from "./script.js";
  * an average of these leads, to predict the release of a holder that took by a poll). Taught as they
  * came, those holds were a round trip longer: the first hold of a line, always taken by a poll,
  * set the first aims a round trip late, and every later take by a poll (after an aim that came
- * early) moved the average up for several turns (taking the lead off gave 4 to 6 % more
- * handoffs at C = 8 in paired runs of the bench's hot key). The average follows shorter holds faster than longer ones: a waiter that plans
- * by an average too long arrives late, where one too short only wastes a fan-out.
+ * early) moved the average up for several turns. The average follows shorter holds faster than
+ * longer ones: a waiter that plans by an average too long arrives late, where one too short only
+ * wastes a fan-out.
  */
 export const gateReleaseScript: Script = Object.freeze({
   name: "gate-release",

@@ -14,8 +14,8 @@
  * TTL less its key's PTTL, or, when it took the lock at the gate, since that take (an extension
  * resets the PTTL, not the hold). Holds are learned as if the take had been aimed at the release
  * (see `gate-release.ts`); a holder that took by a poll had the lock a lead after its take, and is
- * predicted to let go that much later (aims at such holds landed before the release a third of
- * the time, against an eighth after aimed holds, at 5 requests each). A take that
+ * predicted to let go that much later (planned by the aimed hold, the next take would land before
+ * such a release, and a take that lands early costs a fan-out of N requests). A take that
  * found the keys free with no release since the take before (a placeholder or a lock that ran out)
  * is no hold to predict: most likely the gate is out of step and its taker is about to leave a
  * placeholder, so polls answer as if the prediction had passed (waiters poll patiently instead of
