@@ -158,6 +158,8 @@ export interface GateRelease {
   readonly holdDeviationMs: number;
   readonly cycleMs: number;
   readonly turns: number;
+  /** The lock keys were handed over to the next holder (see `handoff.ts`). */
+  readonly handedOver: boolean;
 }
 
 /** What a release tells the gate about the hold it ends, from which the gate learns how long holds last. */
@@ -171,8 +173,9 @@ export interface EndedHold {
 /**
  * Release on the gate node (compare-and-DEL) and learn how many waiters are in line; `hold` tells
  * the gate how long the hold lasted. With `requeue`, a client that expects to come back for the
- * lock gets a place at the back of the line in the same request, when others are waiting. Throws
- * a {@link NodeError} for an answer of the wrong shape.
+ * lock gets a place at the back of the line in the same request, when others are waiting. With
+ * `next`, the keys are handed over to that waiter when it is first in line and they are free
+ * (see `handoff.ts`). Throws a {@link NodeError} for an answer of the wrong shape.
  */
 export async function releaseOnGate(
   node: RedisNode,
@@ -181,25 +184,38 @@ export async function releaseOnGate(
   hold: EndedHold,
   context: TaskContext,
   requeue?: { waiter: string; leaseMs: number },
+  next?: { token: string; ttlMs: number; waiter: string },
 ): Promise<GateRelease> {
   const reply = await runScript(
     node,
     gateReleaseScript,
     [...keys, ...gateKeys(keys)],
-    [token, keys.length, hold.ttlMs, requeue?.waiter ?? "", Math.ceil(requeue?.leaseMs ?? 0), hold.gateLeadMs],
+    [
+      token,
+      keys.length,
+      hold.ttlMs,
+      requeue?.waiter ?? "",
+      Math.ceil(requeue?.leaseMs ?? 0),
+      hold.gateLeadMs,
+      next?.token ?? "",
+      next?.ttlMs ?? 0,
+      next?.waiter ?? "",
+    ],
     context,
   );
-  const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns] = integers(
+  const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns, handed] = integers(
     node,
     gateReleaseScript,
     reply,
-    7,
+    8,
   );
-  if (deleted < 0 || deleted > keys.length || waiting < 0) throw badReply(node, gateReleaseScript, reply);
+  if (deleted < 0 || deleted > keys.length || waiting < 0 || (handed !== 0 && handed !== 1))
+    throw badReply(node, gateReleaseScript, reply);
   return {
     outcome: deleted > 0 ? "released" : "not-held",
     waiting,
     ticket: Math.max(0, ticket),
+    handedOver: handed === 1,
     ...figures(holdMs, holdDeviationMs, cycleMs, turns),
   };
 }

@@ -1,16 +1,15 @@
 /**
  * What an isolate knows of its resources' contention, shared by every client in it with the same
  * nodes: which keys are hot, busy (a fan-out on its way, an acquisition, a held lock), the places
- * in line that releases kept, and the releases its waiters wait for. Internal.
+ * in line that releases kept, and its first in line's offers to take a lock over from its release.
+ * Internal.
  * @module
  */
 import type { Clock } from "./clock.js";
 import type { Place } from "./gate.js";
+import type { HandoffOffer } from "./handoff.js";
 import { within } from "./signals.js";
 import type { RedisNode } from "./transport.js";
-
-/** Shortest margin between a release from this isolate and the take of the waiter it woke, in ms (timers fire late by about this much). */
-const MIN_WAKE_MARGIN_MS = 2;
 
 /**
  * Resource sets that clients in this isolate recently had to wait for, or are acquiring or holding
@@ -26,10 +25,8 @@ export class HotResources {
    * still out (`racing`), by gate key: id → until when at most.
    */
   readonly #busy = new Map<string, Map<string, { until: number; racing: boolean }>>();
-  /** How long after a release of a key from this isolate its woken first in line sends its take (see {@link wakeMarginMs}). */
-  readonly #wakeMargins = new Map<string, number>();
-  /** Waiters for the next release of a key from this isolate (see {@link nextRelease}). */
-  readonly #releases = new Map<string, { promise: Promise<number>; resolve: (at: number) => void }>();
+  /** The first in line's offer to take the lock over from its release, by gate key (see `handoff.ts`). */
+  readonly #offers = new Map<string, HandoffOffer>();
 
   /**
    * Whether an acquisition in this isolate is acquiring or holding `key` right now: the next
@@ -58,52 +55,21 @@ export class HotResources {
     return undefined;
   }
 
-  /**
-   * Resolves with the clock reading at which a release of `key` from this isolate sent its
-   * requests, at the next such release.
-   */
-  nextRelease(key: string): Promise<number> {
-    let waiting = this.#releases.get(key);
-    if (waiting === undefined) {
-      if (this.#releases.size > 1024) this.#releases.clear();
-      let resolve: (at: number) => void = () => {};
-      const promise = new Promise<number>((r) => (resolve = r));
-      waiting = { promise, resolve };
-      this.#releases.set(key, waiting);
-    }
-    return waiting.promise;
+  /** `offer` stands until a release of `key` from this isolate takes it up, or it is withdrawn. */
+  offerHandoff(key: string, offer: HandoffOffer): void {
+    if (this.#offers.size > 1024) this.#offers.clear();
+    this.#offers.set(key, offer);
   }
 
-  /** A release of `key` sent its requests at `at` (see {@link nextRelease}). */
-  releasing(key: string, at: number): void {
-    const waiting = this.#releases.get(key);
-    if (waiting === undefined) return;
-    this.#releases.delete(key);
-    waiting.resolve(at);
+  withdrawHandoff(key: string, offer: HandoffOffer): void {
+    if (this.#offers.get(key) === offer) this.#offers.delete(key);
   }
 
-  /**
-   * How long after a release of `key` from this isolate has sent its requests the first in line,
-   * woken by it, sends its take, in ms. Learned from how those takes fared (see
-   * {@link noteWokenTake}): the take must reach the nodes after the release, and only a way there
-   * that reorders requests (jitter) needs more than a timer's lateness.
-   */
-  wakeMarginMs(key: string): number {
-    return this.#wakeMargins.get(key) ?? MIN_WAKE_MARGIN_MS;
-  }
-
-  /**
-   * A woken take came before the release at some node (`early`), or took the lock. An early one
-   * adds 4 ms to the margin (up to `capMs`), a good one takes off 0.5 ms: the margin settles
-   * where about one take in nine comes early, which costs a take of N requests each.
-   */
-  noteWokenTake(key: string, early: boolean, capMs: number): void {
-    const margin = this.wakeMarginMs(key);
-    const next = early
-      ? Math.min(margin + 4, Math.max(capMs, MIN_WAKE_MARGIN_MS))
-      : Math.max(margin - 0.5, MIN_WAKE_MARGIN_MS);
-    if (this.#wakeMargins.size > 1024) this.#wakeMargins.clear();
-    this.#wakeMargins.set(key, next);
+  /** The standing offer for `key`, taken up by the release about to send its requests, if there is one. */
+  claimHandoff(key: string): HandoffOffer | undefined {
+    const offer = this.#offers.get(key);
+    if (offer !== undefined) this.#offers.delete(key);
+    return offer;
   }
 
   /**

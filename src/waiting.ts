@@ -11,10 +11,13 @@
  * - the gate records how long holds last, so the first in line aims a fan-out to every node to
  *   land just after the predicted release (its take of the gate node rides in the same round
  *   trip); the others sleep until the waiter ahead of them should have taken the lock;
- * - a poll that finds the lock free takes the gate node at once, and the other nodes follow.
+ * - a poll that finds the lock free takes the gate node at once, and the other nodes follow;
+ * - when the holder is in the same isolate, its release hands the lock over to the first in line
+ *   (see `handoff.ts`): no take of its own, a round trip sooner.
  *
- * Safety never depends on the gate: every grant is a quorum of `SET NX` with enough validity,
- * counted from before the first request that could have set a key. When the gate is down or slow,
+ * Safety never depends on the gate: every grant is a quorum of `SET NX` (or of keys a release set
+ * for us in the same step as it deleted its own) with enough validity, counted from before the
+ * first request that could have set a key. When the gate is down or slow,
  * waiting falls back to fan-outs with full-jitter backoff, and a gate that forgot the lock (a
  * restart) gets a placeholder key, so that the waiters keep polling one node.
  * @module
@@ -30,6 +33,7 @@ import {
 } from "./errors.js";
 import type { TaskContext } from "./fanout.js";
 import { type GateAnswer, type GateMode, gateIndex, hotKeyOf, pollGate } from "./gate.js";
+import type { HandoffOffer } from "./handoff.js";
 import { Lock, type LockOperations } from "./lock.js";
 import {
   type AcquireRequest,
@@ -77,6 +81,12 @@ export async function acquireWithWaiting(
   operations: LockOperations,
 ): Promise<Lock> {
   return new Acquisition(engine, request, maxAttempts, signal, operations).run();
+}
+
+/** An attempt that a release started for a waiter by handing it the lock, with its token. */
+interface HandedOver {
+  readonly attempt: Promise<AttemptResult>;
+  readonly token: string;
 }
 
 /** Numbers this process's acquisitions: their entries among a client's busy keys. */
@@ -257,8 +267,12 @@ class Acquisition {
     for (;;) {
       // While our own placeholder holds the gate, a poll would only find it there.
       const placeholderMs = this.#placeholderUntil - this.#o.clock.now();
-      if (await this.#pauseOrWake(Math.max(nextPollMs, placeholderMs), this.#firstInLine && placeholderMs <= 0)) {
-        const lock = await this.#takeAtRelease(true);
+      const handedOver = await this.#pauseOrTakeOver(
+        Math.max(nextPollMs, placeholderMs),
+        this.#firstInLine && placeholderMs <= 0,
+      );
+      if (handedOver) {
+        const lock = await this.#takeOver(handedOver);
         if (lock) return lock;
         nextPollMs = this.#pollInterval(this.#holdMs);
         continue;
@@ -315,8 +329,8 @@ class Acquisition {
         // the split of the round trip between the two ways; a margin of twice the holds' average
         // deviation makes landing before the release (a wasted fan-out) the exception.
         const aim = sentAt + answer.freeInMs + this.#margin(answer);
-        const woken = await this.#pauseOrWake(Math.max(0, aim - this.#o.clock.now()), true);
-        const lock = await this.#takeAtRelease(woken);
+        const handedOver = await this.#pauseOrTakeOver(Math.max(0, aim - this.#o.clock.now()), true);
+        const lock = handedOver ? await this.#takeOver(handedOver) : await this.#takeAtRelease();
         if (lock) return lock;
         nextPollMs = interval;
         continue;
@@ -326,26 +340,82 @@ class Acquisition {
   }
 
   /**
-   * Sleep `ms` (see `#pause`); when `wakeable` (we are first in line), wake early if a release of
-   * our resource from this isolate sends its requests meanwhile: then our take can follow it at
-   * once instead of at the gate's prediction, which lands a few ms late at best. Returns whether a
-   * release woke us. Our take follows the release's requests by the isolate's margin for the key
-   * (see `HotResources.wakeMarginMs`), learned from whether such takes came early. (Twice the
-   * average deviation of our round trips was no measure of it: under load it grows with the time
-   * answers wait for a busy client, not with any reordering on the way to the nodes, and it held
-   * the takes back for no gain.)
+   * Sleep `ms` (see `#pause`); when `firstInLine`, offer meanwhile to take the lock over from a
+   * release of it in this isolate (see `handoff.ts`): the release then sets our keys where it
+   * deletes its own, a round trip sooner than a take sent after it (or aimed at the gate's
+   * prediction, which lands a few ms late at best), and never before it. Returns the attempt such
+   * a release started for us, if one did. A lock of several resources is never handed over: a
+   * resource set that shares a key with ours waits in another line, and a lock handed from release
+   * to release would keep that key from it for good (see `#leaveForBackoff`).
    */
-  async #pauseOrWake(ms: number, wakeable: boolean): Promise<boolean> {
-    if (!wakeable || ms <= 0 || this.#o.clock.now() + ms >= this.#pauseLimit()) {
+  async #pauseOrTakeOver(ms: number, firstInLine: boolean): Promise<HandedOver | undefined> {
+    const offering = firstInLine && this.#request.keys.length === 1;
+    if (!offering || ms <= 0 || this.#o.clock.now() + ms >= this.#pauseLimit()) {
       await this.#pause(ms);
-      return false;
+      return undefined;
     }
-    const released = await within(this.#engine.hot.nextRelease(this.#hotKey), ms, this.#signal).catch(
-      (reason: unknown) => this.#abandon(reason),
-    );
-    const margin = this.#engine.hot.wakeMarginMs(this.#hotKey);
-    await this.#pause(released === undefined ? 0 : released + margin - this.#o.clock.now());
-    return released !== undefined;
+    let handedOver: HandedOver | undefined;
+    let accepted: () => void = () => {};
+    const acceptance = new Promise<void>((resolve) => (accepted = resolve));
+    const token = randomToken();
+    const offer: HandoffOffer = {
+      token,
+      ttlMs: this.#request.ttlMs,
+      waiter: this.#waiter,
+      accept: (outcomes, sentAt) => {
+        const role: GateRole = {
+          index: this.#gate,
+          token,
+          startedAt: sentAt,
+          task: () => outcomes(this.#gate),
+          others: outcomes,
+          placeholderMs: () => this.#placeholderMs,
+          gateTaken: () => false,
+          retryHeldMs: 0,
+          retryHeldEveryMs: 0,
+        };
+        // Started at once, with our signal: if we give up before reading it, it aborts and undoes
+        // whatever the release set for us.
+        const attempt = attemptAcquire(
+          this.#engine,
+          this.#request,
+          this.#attempts + 1,
+          this.#signal,
+          this.#operations,
+          role,
+          this.#polls,
+        );
+        attempt.catch(() => undefined);
+        handedOver = { attempt, token };
+        accepted();
+      },
+    };
+    const hot = this.#engine.hot;
+    hot.offerHandoff(this.#hotKey, offer);
+    try {
+      await within(acceptance, ms, this.#signal);
+    } catch (reason) {
+      this.#abandon(reason);
+    } finally {
+      hot.withdrawHandoff(this.#hotKey, offer);
+    }
+    // A release may have taken the offer up as our timer fired.
+    if (handedOver === undefined) await this.#pause(0);
+    return handedOver;
+  }
+
+  /** The attempt a release made for us by handing the lock over (see `#pauseOrTakeOver`). */
+  async #takeOver(handedOver: HandedOver): Promise<Lock | undefined> {
+    const result = await this.#fanOut(undefined, handedOver.attempt);
+    if (result.lock) return result.lock;
+    this.#checkAfterAttempt(result.report);
+    if (result.report.nodes[this.#gate]?.outcome === "acquired") {
+      // The gate handed its keys over to us, and took us out of its line, as a take does.
+      this.#inLine = false;
+      this.#unreleasedTakes = 0;
+      this.#growPlaceholder(result.report, handedOver.token);
+    }
+    return undefined;
   }
 
   /**
@@ -353,9 +423,8 @@ class Acquisition {
    * release is most likely on the way by the time our answer is back: one more take at once costs
    * the same requests as a poll and the fan-out after it, a round trip sooner; after that, polls.
    */
-  async #takeAtRelease(woken: boolean): Promise<Lock | undefined> {
+  async #takeAtRelease(): Promise<Lock | undefined> {
     const early = await this.#speculativeTake();
-    if (woken) this.#engine.hot.noteWokenTake(this.#hotKey, !(early instanceof Lock), this.#rtt / 2);
     if (early === undefined || early instanceof Lock) return early;
     const again = await this.#speculativeTake();
     return again instanceof Lock ? again : undefined;
@@ -460,22 +529,27 @@ class Acquisition {
     return Math.min(first * 2 ** Math.max(this.#outOfStep, this.#unreleasedTakes), this.#request.ttlMs);
   }
 
-  /** One attempt (a fan-out to every node), counted and checked against the limits. */
-  async #fanOut(gate?: GateRole): Promise<AttemptResult> {
+  /**
+   * One attempt (a fan-out to every node), counted and checked against the limits. `handedOver`:
+   * the attempt a release already started for us (see `#pauseOrTakeOver`).
+   */
+  async #fanOut(gate?: GateRole, handedOver?: Promise<AttemptResult>): Promise<AttemptResult> {
     this.#checkAbort();
     this.#attempts++;
-    const racing = gate === undefined && !this.#o.fencing ? this.#race() : undefined;
-    const result = this.#o.fencing
-      ? await attemptFenced(this.#engine, this.#request, this.#attempts, this.#signal, this.#operations, this.#polls)
-      : await attemptAcquire(
-          this.#engine,
-          this.#request,
-          this.#attempts,
-          this.#signal,
-          this.#operations,
-          gate,
-          this.#polls,
-        );
+    const racing = gate === undefined && handedOver === undefined && !this.#o.fencing ? this.#race() : undefined;
+    const result = handedOver
+      ? await handedOver
+      : this.#o.fencing
+        ? await attemptFenced(this.#engine, this.#request, this.#attempts, this.#signal, this.#operations, this.#polls)
+        : await attemptAcquire(
+            this.#engine,
+            this.#request,
+            this.#attempts,
+            this.#signal,
+            this.#operations,
+            gate,
+            this.#polls,
+          );
     this.#polls = 0;
     this.#reports.push(result.report);
     if (racing !== undefined) {
@@ -498,8 +572,14 @@ class Acquisition {
         void result.fan?.outcomeOf(this.#gate).then((o) => noteGate(o.outcome));
     }
     // Granted without the gate's take (a quorum of the others): step out of line at once, or
-    // those behind us would wait for our lease to run out.
-    if (result.lock) this.#leave();
+    // those behind us would wait for our lease to run out. A release that handed the gate's keys
+    // over to us took us out of its line, as a take does: its answer tells.
+    if (result.lock) {
+      const fan = result.fan;
+      if (handedOver && fan)
+        void fan.outcomeOf(this.#gate).then((gate) => (gate.outcome === "acquired" ? undefined : this.#leave()));
+      else this.#leave();
+    }
     return result;
   }
 

@@ -72,6 +72,11 @@ export interface GateRole {
   readonly gateTaken: () => boolean | Promise<boolean>;
   readonly retryHeldMs: number;
   readonly retryHeldEveryMs: number;
+  /**
+   * How the other nodes take part, when not by `SET NX` (asked again as `gateTaken` says): a
+   * lock handed over by a release reads what the release's requests did (see `handoff.ts`).
+   */
+  readonly others?: ((index: number, context: TaskContext) => Promise<NodeOutcomeKind>) | undefined;
 }
 
 /** Make one attempt on every node. Never throws for node failures: the report says what happened. */
@@ -97,6 +102,7 @@ export async function attemptAcquire(
     task: (i, context) => {
       if (gate === undefined) return acquireOnNode(engine.node(i), keys, token, ttlMs, context);
       if (i === gate.index) return gate.task(context);
+      if (gate.others) return gate.others(i, context);
       return acquireBehindGate(engine, request, i, token, gate, context);
     },
   });

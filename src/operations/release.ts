@@ -5,8 +5,9 @@
  */
 import type { Engine } from "../engine.js";
 import { type EndedHold, type GateRelease, gateIndex, hotKeyOf, type Place, releaseOnGate } from "../gate.js";
+import { HandoffOutcomes } from "../handoff.js";
 import type { Lock, ReleaseResult } from "../lock.js";
-import { releaseOnNode } from "../node-operations.js";
+import { handOverOnNode, releaseOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
 import { isFailure } from "../quorum.js";
 import type { NodeOutcome } from "../report.js";
@@ -18,7 +19,8 @@ const HOT_AFTER_RELEASE_MS = 2000;
 
 /**
  * Release `keys` held with `token` on every node. Never throws for node failures. `hold`: what is
- * known of the hold, for the gate's record of how long holds last.
+ * known of the hold, for the gate's record of how long holds last. When the first in line of this
+ * isolate offered to take the lock over, the same requests hand it over (see `handoff.ts`).
  */
 export async function releaseKeys(
   engine: Engine,
@@ -40,27 +42,33 @@ export async function releaseKeys(
   let keep: (place: Place | undefined) => void = () => {};
   if (requeue)
     engine.hot.keepPlace(hotKey, new Promise((resolve) => (keep = resolve)), o.clock.now() + o.requestTimeoutMs);
+  const next = engine.hot.claimHandoff(hotKey);
+  const handoff = next && new HandoffOutcomes(engine.nodes.length);
+  const sentAt = o.clock.now();
   const voting = engine.vote(o, "release", resources, 1, undefined, {
     yes: "released",
     task: async (i, context) => {
-      if (i !== gate) return releaseOnNode(engine.node(i), keys, token, context);
-      const sentAt = o.clock.now();
+      if (i !== gate) {
+        if (!handoff || !next) return releaseOnNode(engine.node(i), keys, token, context);
+        const reply = handoff.route(i, handOverOnNode(engine.node(i), keys, token, next, context), (r) => r.taken);
+        return (await reply).released ? "released" : "not-held";
+      }
       let answer: GateRelease;
       try {
-        answer = await releaseOnGate(engine.node(i), keys, token, hold, context, requeue);
+        const request = releaseOnGate(engine.node(i), keys, token, hold, context, requeue, next);
+        answer = await (handoff ? handoff.route(i, request, (r) => r.handedOver) : request);
       } catch (error) {
         keep(undefined);
         throw error;
       }
       const now = o.clock.now();
-      if (answer.waiting > 0) engine.hot.mark(hotKey, now, HOT_AFTER_RELEASE_MS);
+      if (answer.waiting > 0 || answer.handedOver) engine.hot.mark(hotKey, now, HOT_AFTER_RELEASE_MS);
       keep(requeue && answer.ticket > 0 ? placeOf(requeue, answer, now, now - sentAt) : undefined);
       return answer.outcome;
     },
   });
-  // The release's requests are on their way: the first in line in this isolate, if it is here,
-  // can send its take now instead of at the gate's prediction (see waiting.ts).
-  engine.hot.releasing(hotKey, o.clock.now());
+  // The requests are on their way: the next holder's attempt counts from before they were sent.
+  if (handoff) next?.accept(handoff.outcome, sentAt);
   const { report, fan } = await voting;
   // Nodes still answering when the outcome was clear finish in the background, by the fan-out's
   // deadline. A gate that missed the release would keep the key until its TTL runs out, and its

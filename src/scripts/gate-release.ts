@@ -1,7 +1,9 @@
 /**
  * Release on a resource set's gate node: compare-and-DEL like the plain release script, and tell
  * the releasing client how many waiters are in line, so that its next acquisition of the same
- * resource queues up behind them instead of jumping the line.
+ * resource queues up behind them instead of jumping the line. A release that hands the lock over
+ * to a waiter of its own isolate (see `handoff.ts`) also takes the lock for it here, as its take
+ * at the gate would have.
  * @module
  */
 import type { Script } from "./script.js";
@@ -12,10 +14,17 @@ import type { Script } from "./script.js";
  * waiter id to put at the back of the line when others are waiting (the releasing client expects
  * to come back for the lock), or "" for none. ARGV[5]: that entry's lease in ms. ARGV[6]: how long
  * before the lock was granted the gate's key was already the holder's, beyond the grant's round
- * trip (see "how long the hold lasted" below), 0 for none. Returns
- * `{deleted, waiting, ticket, hold, dev, cycle, turns}`: how many keys were deleted, how many
- * waiters hold a lease (ahead of the new entry), the new entry's ticket (0 when none was made),
- * and the gate's figures as the poll script returns them.
+ * trip (see "how long the hold lasted" below), 0 for none. ARGV[7]: the token of a waiter to hand
+ * the lock over to, or "" for none; ARGV[8]: its TTL in ms; ARGV[9]: its id in the queue. Returns
+ * `{deleted, waiting, ticket, hold, dev, cycle, turns, handed}`: how many keys were deleted, how
+ * many waiters hold a lease (ahead of the new entry; a waiter handed the lock no longer counts,
+ * but its wait still makes the lock contended, for the new entry and the line's pace), the
+ * new entry's ticket (0 when none was made), the gate's figures as the poll script returns them,
+ * and 1 when the lock keys were handed over.
+ *
+ * The hand-over takes the keys as the poll script's take would, with the same conditions: every
+ * key free (after our delete), and the waiter first in line (or the line empty). It is recorded
+ * as a take aimed at the release: the next hold is learned from it, without a lead.
  *
  * A release that deleted our keys notes the time, counts a turn (waiters see the line move by
  * it), and measures the interval since the previous release with waiters in line (the line's
@@ -102,6 +111,35 @@ if deleted > 0 and (waiting > 0 or redis.call("EXISTS", stats) == 1) then
   redis.call("HINCRBY", stats, "turns", 1)
   redis.call("PEXPIRE", stats, 600000)
 end
+local handed = 0
+local ahead = waiting
+if ARGV[7] and ARGV[7] ~= "" then
+  local stale = redis.call("ZRANGEBYSCORE", KEYS[n + 2], "-inf", now)
+  for _, w in ipairs(stale) do
+    redis.call("ZREM", KEYS[n + 1], w)
+  end
+  redis.call("ZREMRANGEBYSCORE", KEYS[n + 2], "-inf", now)
+  local rank = redis.call("ZRANK", KEYS[n + 1], ARGV[9])
+  local free = rank == 0 or (not rank and redis.call("ZCARD", KEYS[n + 1]) == 0)
+  for i = 1, n do
+    if free and redis.call("EXISTS", KEYS[i]) == 1 then
+      free = false
+    end
+  end
+  if free then
+    for i = 1, n do
+      redis.call("SET", KEYS[i], ARGV[7], "PX", ARGV[8])
+    end
+    redis.call("ZREM", KEYS[n + 1], ARGV[9])
+    redis.call("ZREM", KEYS[n + 2], ARGV[9])
+    redis.call("HSET", stats, "released", 0, "taker", ARGV[7], "took", now, "unreleased", 0, "polled", 0)
+    redis.call("PEXPIRE", stats, 600000)
+    handed = 1
+    if rank then
+      ahead = waiting - 1
+    end
+  end
+end
 local ticket = 0
 if deleted > 0 and waiting > 0 and ARGV[4] and ARGV[4] ~= "" then
   ticket = redis.call("HINCRBY", stats, "seq", 1)
@@ -117,6 +155,6 @@ end
 local function stat(field)
   return tonumber(redis.call("HGET", stats, field) or "0")
 end
-return {deleted, waiting, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns")}`,
-  sha1: "e3d3906d7bc9bf1cac671b8ada925f3b7bf291ae",
+return {deleted, ahead, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns"), handed}`,
+  sha1: "b534d83b76e84442d8181866f011f4e3c8d04f16",
 });

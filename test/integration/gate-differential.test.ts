@@ -6,6 +6,7 @@
 import { describe, expect, inject, it } from "vitest";
 import { gateKeys, pollGate, releaseOnGate } from "../../src/gate.js";
 import { restNode } from "../../src/index.js";
+import { handOverOnNode } from "../../src/node-operations.js";
 import { type GateStore, runGate, runGateRelease } from "../unit/support/fake-gate.js";
 import { uniqueKey } from "./support/nodes.js";
 
@@ -386,5 +387,106 @@ describe("gate scripts: a lock left free without a release through the gate", ()
     expect((await both("w3", "take", third)).taken).toBe(false);
     await new Promise((r) => setTimeout(r, 150));
     expect((await both("w3", "take", third)).taken).toBe(true);
+  });
+});
+
+describe("handing a lock over in its release", () => {
+  const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
+
+  it("the gate hands the keys over to its first in line only, with every key free, on real Redis and in the model", async () => {
+    const { node, model, key, keys, take, modelPoll, request } = gateFixture("gate-hand-over");
+    const both = async (waiter: string, mode: "take" | "wait", token: string) => {
+      const real = await pollGate(node, [key], request(waiter, mode, token), context());
+      const modelled = modelPoll(waiter, mode, token);
+      expect({ taken: real.taken, rank: real.rank }, `${waiter} ${mode}`).toEqual({
+        taken: modelled[0] === 1,
+        rank: modelled[1],
+      });
+      return real;
+    };
+    /** A release of `token` on both that hands over to `waiter` with `next`. */
+    const releaseTo = async (token: string, next: string, waiter: string) => {
+      const real = await releaseOnGate(node, [key], token, held(5000), context(), undefined, {
+        token: next,
+        ttlMs: 4000,
+        waiter,
+      });
+      const modelled = runGateRelease(model, keys, [
+        token,
+        "1",
+        "5000",
+        "",
+        "0",
+        "0",
+        next,
+        "4000",
+        waiter,
+      ]) as number[];
+      expect({ outcome: real.outcome, waiting: real.waiting, turns: real.turns, handedOver: real.handedOver }).toEqual({
+        outcome: modelled[0] ? "released" : "not-held",
+        waiting: modelled[1],
+        turns: modelled[6],
+        handedOver: modelled[7] === 1,
+      });
+      const value = await node.command(["GET", key], AbortSignal.timeout(5000));
+      expect(value).toBe(model.get(key) ?? null);
+      return { real, value };
+    };
+    const [t1, t2, t3, t4] = ["1", "2", "3", "4"].map((c) => c.repeat(40)) as [string, string, string, string];
+
+    // w2 and w3 wait behind t1; a release handing over to w3, second in line, hands nothing over.
+    await take("w1", t1);
+    expect((await both("w2", "wait", "-")).rank).toBe(0);
+    expect((await both("w3", "wait", "-")).rank).toBe(1);
+    const toSecond = await releaseTo(t1, t3, "w3");
+    expect(toSecond.real.handedOver).toBe(false);
+    expect(toSecond.value).toBeNull();
+
+    // w2 takes; its release hands over to w3, now first in line: w3 holds the key, left the line,
+    // and the gate counts its hold from the hand-over.
+    expect((await both("w2", "take", t2)).taken).toBe(true);
+    const toFirst = await releaseTo(t2, t3, "w3");
+    expect(toFirst.real.handedOver).toBe(true);
+    expect(toFirst.value).toBe(t3);
+    const pttl = Number(await node.command(["PTTL", key], AbortSignal.timeout(5000)));
+    expect(pttl).toBeGreaterThan(3000);
+    expect(pttl).toBeLessThanOrEqual(4000);
+    expect((await both("w4", "wait", "-")).rank).toBe(0);
+
+    // A release of a token the key no longer holds deletes nothing and hands nothing over.
+    const stale = await releaseTo(t1, t4, "w4");
+    expect(stale.real).toMatchObject({ outcome: "not-held", handedOver: false });
+    expect(stale.value).toBe(t3);
+  });
+
+  it("the hand-over script deletes the releasing token's keys and sets the next holder's only where every key is free", async () => {
+    const node = restNode(nodes[0] as { url: string; token: string });
+    const [a, b] = [uniqueKey("hand-over-a"), uniqueKey("hand-over-b")].sort() as [string, string];
+    const get = (key: string) => node.command(["GET", key], AbortSignal.timeout(5000));
+    const next = { token: "n".repeat(40), ttlMs: 3000 };
+    const mine = "m".repeat(40);
+    const theirs = "t".repeat(40);
+    const set = (key: string, value: string) =>
+      node.command(["SET", key, value, "PX", 10_000], AbortSignal.timeout(5000));
+
+    // Free: nothing deleted, taken for the next holder with its TTL.
+    expect(await handOverOnNode(node, [a], mine, next, context())).toEqual({ released: false, taken: true });
+    expect(await get(a)).toBe(next.token);
+    const pttl = Number(await node.command(["PTTL", a], AbortSignal.timeout(5000)));
+    expect(pttl).toBeGreaterThan(2000);
+    expect(pttl).toBeLessThanOrEqual(3000);
+    // Ours: deleted and taken.
+    await set(a, mine);
+    expect(await handOverOnNode(node, [a], mine, next, context())).toEqual({ released: true, taken: true });
+    expect(await get(a)).toBe(next.token);
+    // Someone else's: left alone, nothing taken.
+    await set(a, theirs);
+    expect(await handOverOnNode(node, [a], mine, next, context())).toEqual({ released: false, taken: false });
+    expect(await get(a)).toBe(theirs);
+    // Two keys, ours and someone else's: ours deleted, nothing taken (all or none).
+    await set(a, mine);
+    await set(b, theirs);
+    expect(await handOverOnNode(node, [a, b], mine, next, context())).toEqual({ released: true, taken: false });
+    expect([await get(a), await get(b)]).toEqual([null, theirs]);
   });
 });

@@ -5,7 +5,6 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { gateIndex, pollGate } from "../../src/gate.js";
-import { HotResources } from "../../src/hot-resources.js";
 import {
   AbortedError,
   type Lock,
@@ -18,6 +17,7 @@ import {
 import { extendScript } from "../../src/scripts/extend.js";
 import { gateScript } from "../../src/scripts/gate.js";
 import { gateReleaseScript } from "../../src/scripts/gate-release.js";
+import { handOverScript } from "../../src/scripts/hand-over.js";
 import type { RedisReply } from "../../src/transport.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
 
@@ -494,12 +494,6 @@ describe("many callers in one isolate", () => {
       order.push(name);
       await new Promise((r) => setTimeout(r, 20));
       gateHeld.push(gate.get(lock.keys[0] as string) === lock.token);
-      console.log(
-        name,
-        gate.get(lock.keys[0] as string),
-        lock.token,
-        JSON.stringify(gate.log.map((c) => c.slice(0, 12))),
-      );
       order.push(`${name} done`);
       await lock.release();
     };
@@ -508,50 +502,127 @@ describe("many callers in one isolate", () => {
     expect(order).toEqual(["first", "first done", "second", "second done"]);
     // Each holder held the gate too: the votes were never split between the two.
     expect(gateHeld).toEqual([true, true]);
-    // A node other than the gate saw two SETs, one per grant: the second did not fan out first.
+    // A node other than the gate saw one SET, the first's; the second did not fan out, and its
+    // lock came in the hand-over of the first's release.
     const other = nodes[(gateAt + 1) % 5] as FakeNode;
-    expect(other.log.filter((command) => command[0] === "SET")).toHaveLength(2);
+    expect({
+      sets: other.log.filter((command) => command[0] === "SET").length,
+      handOvers: other.log.filter((command) => command[0] === "EVALSHA" && command[1] === handOverScript.sha1).length,
+    }).toEqual({ sets: 1, handOvers: 1 });
   });
 });
 
 describe("a release in the same isolate", () => {
-  it("wakes the first in line there: its take follows the release at once instead of at the gate's prediction", async () => {
-    // Each node runs a command 20 ms after it is sent. B stands first in line behind A's hold,
-    // with no hold recorded yet. Woken by A's release, B's take (sent 2 ms after it) reaches
-    // every node 2 ms after the release did, and B holds the lock 22 ms after the release was
-    // sent. Without the wake (A in another isolate), B finds the lock free at its next poll.
-    const gapAfterRelease = async (sameIsolate: boolean) => {
-      const { nodes } = nodesWithGate(20);
-      const a = new Redlock({ nodes: sameIsolate ? nodes : inAnotherIsolate(nodes), clock: fakeClock });
-      const b = new Redlock({ nodes, clock: fakeClock });
-      const aAcquiring = a.acquire("k", 2000);
-      await vi.advanceTimersByTimeAsync(20);
-      const aLock = await aAcquiring;
-      let grantedAt = Number.NaN;
-      const bTurn = b.acquire("k", 2000).then(async (lock) => {
-        grantedAt = Date.now();
-        await lock.release();
-      });
-      await vi.advanceTimersByTimeAsync(300);
-      const releasedAt = Date.now();
-      expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn]), 5_000)).toBe(true);
-      return grantedAt - releasedAt;
+  /**
+   * A holds "k" on nodes that run each command 20 ms after it is sent and answer at once; B waits
+   * first in line behind it, with no hold recorded yet. A releases 300 ms in. (A's client sees the
+   * nodes as another isolate does when `sameIsolate` is false.)
+   */
+  async function releaseWithFirstInLine(sameIsolate: boolean, bSignal?: AbortSignal) {
+    const { nodes } = nodesWithGate(20);
+    const a = new Redlock({ nodes: sameIsolate ? nodes : inAnotherIsolate(nodes), clock: fakeClock });
+    const b = new Redlock({ nodes, clock: fakeClock });
+    const aAcquiring = a.acquire("k", 2000);
+    await vi.advanceTimersByTimeAsync(20);
+    const aLock = await aAcquiring;
+    const grant: { at: number; lock?: Lock; requestsBefore: number; error?: unknown } = {
+      at: Number.NaN,
+      requestsBefore: 0,
     };
-    expect(await gapAfterRelease(true)).toBe(22);
-    expect(await gapAfterRelease(false)).toBeGreaterThan(40);
+    const bTurn = b.acquire("k", 2000, { signal: bSignal }).then(
+      (lock) => {
+        grant.at = Date.now();
+        grant.lock = lock;
+        grant.requestsBefore = requestsTo(nodes);
+      },
+      (error: unknown) => {
+        grant.error = error;
+      },
+    );
+    await vi.advanceTimersByTimeAsync(300);
+    const releasedAt = Date.now();
+    const requestsAtRelease = requestsTo(nodes);
+    const released = aLock.release();
+    return { nodes, aLock, released, bTurn, grant, releasedAt, requestsAtRelease };
+  }
+
+  it("hands the lock over to the first in line there: the release's own requests set its keys, a round trip sooner", async () => {
+    // The release's requests delete A's key and set B's in one script per node: B holds the lock
+    // when their answers are back, 20 ms after the release was sent, with no request of its own.
+    // Without the hand-over (A in another isolate), B finds the lock free at its next poll and
+    // takes it in a round trip of its own after that.
+    const handed = await releaseWithFirstInLine(true);
+    expect(await resolvesOnFakeTime(Promise.all([handed.released, handed.bTurn]), 5_000)).toBe(true);
+    const { grant, nodes } = handed;
+    expect(grant.at - handed.releasedAt).toBe(20);
+    expect(grant.requestsBefore - handed.requestsAtRelease).toBe(5);
+    expect((await handed.released).released).toBeGreaterThanOrEqual(3);
+    // The nodes hold B's token, for at least as long as B's lock claims.
+    const lock = grant.lock as Lock;
+    for (const node of nodes) expect(node.get("k")).toBe(lock.token);
+    expect(Math.min(...nodes.map((n) => n.gateStore.pttl("k")))).toBeGreaterThanOrEqual(lock.remainingMs());
+    expect(await resolvesOnFakeTime(lock.release(), 5_000)).toBe(true);
+
+    const waited = await releaseWithFirstInLine(false);
+    expect(await resolvesOnFakeTime(Promise.all([waited.released, waited.bTurn]), 5_000)).toBe(true);
+    expect(waited.grant.at - waited.releasedAt).toBeGreaterThan(40);
+    expect(waited.grant.requestsBefore - waited.requestsAtRelease).toBeGreaterThan(5);
   });
 
-  it("learns how long after the release to send the take: longer while takes come early, back to 2 ms while they do not", () => {
-    const hot = new HotResources();
-    expect(hot.wakeMarginMs("k")).toBe(2);
-    for (let i = 0; i < 3; i++) hot.noteWokenTake("k", true, 10);
-    // 2 + 4 + 4, then the cap (half a round trip).
-    expect(hot.wakeMarginMs("k")).toBe(10);
-    expect(hot.wakeMarginMs("other")).toBe(2);
-    for (let i = 0; i < 4; i++) hot.noteWokenTake("k", false, 10);
-    expect(hot.wakeMarginMs("k")).toBe(8);
-    for (let i = 0; i < 40; i++) hot.noteWokenTake("k", false, 10);
-    expect(hot.wakeMarginMs("k")).toBe(2);
+  it("a waiter that gives up as the release hands it the lock leaves nothing behind on the nodes", async () => {
+    const controller = new AbortController();
+    const handed = await releaseWithFirstInLine(true, controller.signal);
+    // The release has sent its requests (they set B's keys 20 ms later); B gives up at once.
+    controller.abort(new Error("gave up"));
+    expect(await resolvesOnFakeTime(Promise.all([handed.released, handed.bTurn]), 5_000)).toBe(true);
+    expect(handed.grant.error).toBeInstanceOf(AbortedError);
+    expect((await handed.released).released).toBeGreaterThanOrEqual(3);
+    // B's attempt undid what the hand-over set: the key is free on every node long before its TTL.
+    await vi.advanceTimersByTimeAsync(200);
+    for (const node of handed.nodes) expect(node.get("k")).toBeUndefined();
+  });
+
+  it("a waiter outside the line still gets turns while the line hands the lock from release to release", async () => {
+    // A line of 6 clients in one isolate, and a client that waits with fan-outs (a retryDelay of
+    // its own keeps it out of the line) for the same key. A release hands the lock over only to a
+    // waiter that knows it is first in line; a client coming back for the lock stands at the back
+    // with a kept place and learns its rank at its next poll, so once per round of the line the
+    // lock is free on the nodes for a moment, and the outsider gets about a line member's share.
+    const { nodes } = nodesWithGate(20);
+    let outsiderGrants = 0;
+    let lineGrants = 0;
+    let holders = 0;
+    let overlaps = 0;
+    const hold = async (lock: Lock) => {
+      if (++holders > 1) overlaps++;
+      await new Promise((r) => setTimeout(r, 60));
+      holders--;
+      await lock.release();
+    };
+    const end = Date.now() + 6_000;
+    const line = Array.from({ length: 6 }, async () => {
+      const client = new Redlock({ nodes, clock: fakeClock });
+      while (Date.now() < end) {
+        await hold(await client.acquire("k", 2000));
+        lineGrants++;
+      }
+    });
+    const outsider = (async () => {
+      const client = new Redlock({ nodes, clock: fakeClock, retryDelay: () => 5, maxAttempts: 10_000 });
+      while (Date.now() < end) {
+        await hold(await client.acquire("k", 2000));
+        outsiderGrants++;
+      }
+    })();
+    expect(await resolvesOnFakeTime(Promise.all([...line, outsider]), 20_000)).toBe(true);
+    expect(overlaps).toBe(0);
+    expect(lineGrants).toBeGreaterThan(40);
+    // Most turns were handed over (a node other than the gate saw a hand-over for them)...
+    const other = nodes[(gateIndex(["k"], 5) + 1) % 5] as FakeNode;
+    const handOvers = other.log.filter((args) => args[0] === "EVALSHA" && args[1] === handOverScript.sha1);
+    expect(handOvers.length).toBeGreaterThan((lineGrants + outsiderGrants) / 2);
+    // ...and the outsider had at least half a line member's share.
+    expect(outsiderGrants).toBeGreaterThanOrEqual(Math.floor(lineGrants / 12));
   });
 });
 
@@ -731,8 +802,9 @@ describe("giving up in line", () => {
     const before = gate.log.length;
     await run(aLock.release());
     const release = gate.log.slice(before).find((args) => args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1);
-    // ARGV: token, n, TTL, the kept place's waiter id, its lease, the hold's lead.
-    const place = String(release?.at(-3));
+    // ARGV: token, n, TTL, the kept place's waiter id, its lease, the hold's lead, and the token,
+    // TTL and waiter id of a hand-over.
+    const place = String(release?.at(-6));
     expect(place.length).toBeGreaterThan(8);
     // A comes back at once: no poll to join the line (without a kept place, a client coming back
     // for a hot key polls the gate at once); it sleeps from the place its release made.
@@ -745,15 +817,22 @@ describe("giving up in line", () => {
     await vi.advanceTimersByTimeAsync(3);
     expect(pollsSince(comeBack).filter((args) => !known.has(waiterOf(args)))).toEqual([]);
     const bLock = await run(bWaits);
+    const bReleasing = gate.log.length;
     await run(bLock.release());
     const again = await run(aAgain);
-    // After A's release, A polled only under the kept place: the one new waiter id.
+    // A stood first in line in the kept place, and B's release handed the lock over to it there
+    // (its last ARGV: the waiter id it hands over to). A sent no poll with a new waiter id.
+    const bRelease = gate.log
+      .slice(bReleasing)
+      .find((args) => args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1);
+    expect(String(bRelease?.at(-1))).toBe(place);
+    expect(gate.get("k")).toBe(again.token);
     const fresh = new Set(
       pollsSince(comeBack)
         .map(waiterOf)
         .filter((waiter) => !known.has(waiter)),
     );
-    expect([...fresh]).toEqual([place]);
+    expect([...fresh].filter((waiter) => waiter !== place)).toEqual([]);
     await run(again.release());
   });
 

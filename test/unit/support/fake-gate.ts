@@ -198,6 +198,29 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
     state.released = now;
     state.turns++;
   }
+  let handed = 0;
+  let ahead = waiting;
+  const [, , , , , , next, nextTtl, nextWaiter] = argv;
+  if (next) {
+    purge(state, now);
+    const rank = rankOf(state, nextWaiter as string);
+    const free =
+      (rank === 0 || (rank === -1 && state.queue.size === 0)) &&
+      keys.slice(0, n).every((key) => store.get(key) === undefined);
+    if (free) {
+      for (const key of keys.slice(0, n)) store.set(key, next, Number(nextTtl));
+      state.queue.delete(nextWaiter as string);
+      state.leases.delete(nextWaiter as string);
+      state.released = 0;
+      state.taker = next;
+      state.took = now;
+      state.unreleased = 0;
+      state.polled = false;
+      state.written = true;
+      handed = 1;
+      if (rank === 0) ahead--;
+    }
+  }
   let ticket = 0;
   const [, , , requeue, lease] = argv;
   if (deleted > 0 && waiting > 0 && requeue) {
@@ -205,5 +228,5 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
     state.queue.set(requeue, ticket);
     state.leases.set(requeue, now + Number(lease));
   }
-  return [deleted, waiting, ticket, state.hold, state.dev, state.cycle, state.turns];
+  return [deleted, ahead, ticket, state.hold, state.dev, state.cycle, state.turns, handed];
 }

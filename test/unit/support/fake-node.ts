@@ -21,6 +21,7 @@ import { fenceReadScript } from "../../../src/scripts/fence-read.js";
 import { fenceRepairScript } from "../../../src/scripts/fence-repair.js";
 import { gateScript } from "../../../src/scripts/gate.js";
 import { gateReleaseScript } from "../../../src/scripts/gate-release.js";
+import { handOverScript } from "../../../src/scripts/hand-over.js";
 import { inspectScript } from "../../../src/scripts/inspect.js";
 import { releaseScript } from "../../../src/scripts/release.js";
 import { verifyScript } from "../../../src/scripts/verify.js";
@@ -51,6 +52,7 @@ export const libraryScripts = [
   verifyScript,
   gateScript,
   gateReleaseScript,
+  handOverScript,
   fenceAcquireScript,
   fenceRatchetScript,
   fenceReadScript,
@@ -294,6 +296,18 @@ export class FakeNode implements RedisNode {
           }
         }
         return deleted;
+      }
+      case "hand-over": {
+        let deleted = 0;
+        for (const k of keys) {
+          if (this.get(k) === token) {
+            this.store.delete(k);
+            deleted++;
+          }
+        }
+        if (keys.some((k) => this.get(k) !== undefined)) return [deleted, 0];
+        for (const k of keys) this.store.set(k, { value: argv[1] as string, expiresAt: Date.now() + Number(argv[2]) });
+        return [deleted, 1];
       }
       case "verify": {
         if (keys.some((k) => this.get(k) !== token)) return -1;
