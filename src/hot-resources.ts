@@ -11,6 +11,12 @@ import type { HandoffOffer } from "./handoff.js";
 import { within } from "./signals.js";
 import type { RedisNode } from "./transport.js";
 
+/** What keeps a resource busy in an isolate, and until when at most. */
+interface Busy {
+  readonly until: number;
+  readonly kind: "acquiring" | "holding" | "racing";
+}
+
 /**
  * Resource sets that clients in this isolate recently had to wait for, or are acquiring or holding
  * right now, by gate key: the next acquisition of such a resource queues up at once instead of
@@ -20,11 +26,8 @@ import type { RedisNode } from "./transport.js";
 export class HotResources {
   readonly #until = new Map<string, number>();
   readonly #places = new Map<string, { place: Promise<Place | undefined>; answerBy: number }>();
-  /**
-   * Acquisitions in progress, locks held, and plain fan-outs whose request to the gate node is
-   * still out (`racing`), by gate key: id → until when at most.
-   */
-  readonly #busy = new Map<string, Map<string, { until: number; racing: boolean }>>();
+  /** Acquisitions in progress, locks held, and plain fan-outs racing for the gate, by gate key: id → entry. */
+  readonly #busy = new Map<string, Map<string, Busy>>();
   /** The first in line's offer to take the lock over from its release, by gate key (see `handoff.ts`). */
   readonly #offers = new Map<string, HandoffOffer>();
 
@@ -41,12 +44,21 @@ export class HotResources {
    * the gate node: a poll that took the gate first would split the nodes with it.
    */
   isRacing(key: string, now: number): boolean {
-    for (const entry of this.#live(key, now)?.values() ?? []) if (entry.racing) return true;
+    return this.#any(key, now, "racing");
+  }
+
+  /** Whether a lock of `key` is held in this isolate right now: its release will hand it over (see `handoff.ts`). */
+  isHeldHere(key: string, now: number): boolean {
+    return this.#any(key, now, "holding");
+  }
+
+  #any(key: string, now: number, kind: Busy["kind"]): boolean {
+    for (const entry of this.#live(key, now)?.values() ?? []) if (entry.kind === kind) return true;
     return false;
   }
 
   /** The entries of `key` that have not run out, or nothing. */
-  #live(key: string, now: number): Map<string, { until: number; racing: boolean }> | undefined {
+  #live(key: string, now: number): Map<string, Busy> | undefined {
     const entries = this.#busy.get(key);
     if (entries === undefined) return undefined;
     for (const [id, entry] of entries) if (entry.until <= now) entries.delete(id);
@@ -73,14 +85,14 @@ export class HotResources {
   }
 
   /**
-   * Count `id` (an acquisition, a lock's token, or a plain fan-out that is `racing` for the gate)
-   * as busy with `key` until it leaves, or `until` at most.
+   * Count `id` (an acquisition, a lock's token, or a plain fan-out whose `SET NX` may still be on
+   * its way to the gate node) as busy with `key` until it leaves, or `until` at most.
    */
-  occupy(key: string, id: string, until: number, racing = false): void {
+  occupy(key: string, id: string, until: number, kind: Busy["kind"]): void {
     if (this.#busy.size > 1024) this.#busy.clear();
-    const entries = this.#busy.get(key) ?? new Map<string, { until: number; racing: boolean }>();
+    const entries = this.#busy.get(key) ?? new Map<string, Busy>();
     this.#busy.set(key, entries);
-    entries.set(id, { until, racing });
+    entries.set(id, { until, kind });
   }
 
   leave(key: string, id: string): void {

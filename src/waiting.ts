@@ -170,11 +170,11 @@ class Acquisition {
     const queueAtOnce = hot.isHot(key, now) || hot.isBusy(key, now);
     // Our own entry lasts at most the attempts' deadline, in case we never get to leave it.
     const self = `acquiring:${++acquisitions}`;
-    hot.occupy(key, self, Math.min(this.#deadline, now + this.#o.requestTimeoutMs * this.#maxAttempts));
+    hot.occupy(key, self, Math.min(this.#deadline, now + this.#o.requestTimeoutMs * this.#maxAttempts), "acquiring");
     try {
       const lock = await this.#acquire(queueAtOnce);
       // Held until released, or until its deadline at most (an extension is not followed).
-      hot.occupy(key, lock.token, this.#o.clock.now() + lock.remainingMs());
+      hot.occupy(key, lock.token, this.#o.clock.now() + lock.remainingMs(), "holding");
       return lock;
     } finally {
       hot.leave(key, self);
@@ -329,7 +329,15 @@ class Acquisition {
         // the split of the round trip between the two ways; a margin of twice the holds' average
         // deviation makes landing before the release (a wasted fan-out) the exception.
         const aim = sentAt + answer.freeInMs + this.#margin(answer);
-        const handedOver = await this.#pauseOrTakeOver(Math.max(0, aim - this.#o.clock.now()), true);
+        // A holder in this isolate hands the lock over in its release: a take aimed at that
+        // release would only race it. Past the prediction, a poll says what became of it.
+        const heldHere = this.#offersHandoff && this.#engine.hot.isHeldHere(this.#hotKey, sentAt);
+        const waitMs = Math.max(0, aim - this.#o.clock.now()) + (heldHere ? interval : 0);
+        const handedOver = await this.#pauseOrTakeOver(waitMs, true);
+        if (!handedOver && heldHere) {
+          nextPollMs = 0;
+          continue;
+        }
         const lock = handedOver ? await this.#takeOver(handedOver) : await this.#takeAtRelease();
         if (lock) return lock;
         nextPollMs = interval;
@@ -349,8 +357,7 @@ class Acquisition {
    * to release would keep that key from it for good (see `#leaveForBackoff`).
    */
   async #pauseOrTakeOver(ms: number, firstInLine: boolean): Promise<HandedOver | undefined> {
-    const offering = firstInLine && this.#request.keys.length === 1;
-    if (!offering || ms <= 0 || this.#o.clock.now() + ms >= this.#pauseLimit()) {
+    if (!firstInLine || !this.#offersHandoff || ms <= 0 || this.#o.clock.now() + ms >= this.#pauseLimit()) {
       await this.#pause(ms);
       return undefined;
     }
@@ -402,6 +409,11 @@ class Acquisition {
     // A release may have taken the offer up as our timer fired.
     if (handedOver === undefined) await this.#pause(0);
     return handedOver;
+  }
+
+  /** Whether a release may hand this lock over: a lock of one resource (see `#pauseOrTakeOver`). */
+  get #offersHandoff(): boolean {
+    return this.#request.keys.length === 1;
   }
 
   /** The attempt a release made for us by handing the lock over (see `#pauseOrTakeOver`). */
@@ -590,7 +602,7 @@ class Acquisition {
   #race(): () => void {
     const hot = this.#engine.hot;
     const id = `racing:${++acquisitions}`;
-    hot.occupy(this.#hotKey, id, this.#o.clock.now() + this.#o.requestTimeoutMs, true);
+    hot.occupy(this.#hotKey, id, this.#o.clock.now() + this.#o.requestTimeoutMs, "racing");
     return () => hot.leave(this.#hotKey, id);
   }
 

@@ -569,6 +569,39 @@ describe("a release in the same isolate", () => {
     expect(waited.grant.requestsBefore - waited.requestsAtRelease).toBeGreaterThan(5);
   });
 
+  it("the first in line behind a holder of its own isolate waits for the hand-over instead of aiming a take at the release", async () => {
+    // The gate has learned 50 ms holds, so a first in line aims a take at the predicted release;
+    // this holder keeps the lock 120 ms. When it is in the waiter's isolate, the take would only
+    // race the hand-over: none is sent, and a node other than the gate sees the release's
+    // hand-over and no SET from the waiter.
+    const setsWhileWaiting = async (sameIsolate: boolean) => {
+      const nodes = await nodesThatLearnedHolds();
+      const other = nodes[(gateIndex(["hot"], 5) + 1) % 5] as FakeNode;
+      const a = new Redlock({ nodes: sameIsolate ? nodes : inAnotherIsolate(nodes), clock: fakeClock });
+      const b = new Redlock({ nodes, clock: fakeClock });
+      const aAcquiring = a.acquire("hot", 2000);
+      await vi.advanceTimersByTimeAsync(20);
+      const aLock = await aAcquiring;
+      const from = other.log.length;
+      let bLock: Lock | undefined;
+      const bTurn = b.acquire("hot", 2000).then((lock) => {
+        bLock = lock;
+      });
+      await vi.advanceTimersByTimeAsync(120);
+      expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn]), 5_000)).toBe(true);
+      const since = other.log.slice(from);
+      expect(other.get("hot")).toBe(bLock?.token);
+      return {
+        sets: since.filter((args) => args[0] === "SET").length,
+        handOvers: since.filter((args) => args[0] === "EVALSHA" && args[1] === handOverScript.sha1).length,
+      };
+    };
+    expect(await setsWhileWaiting(true)).toEqual({ sets: 0, handOvers: 1 });
+    // The holder in another isolate: the waiter's take, aimed at the release, sets the key.
+    expect(await setsWhileWaiting(false)).toMatchObject({ handOvers: 0 });
+    expect((await setsWhileWaiting(false)).sets).toBeGreaterThanOrEqual(1);
+  });
+
   it("a waiter that gives up as the release hands it the lock leaves nothing behind on the nodes", async () => {
     const controller = new AbortController();
     const handed = await releaseWithFirstInLine(true, controller.signal);
