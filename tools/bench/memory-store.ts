@@ -32,11 +32,19 @@ const LIBRARY_SCRIPTS: Record<string, ScriptRun> = {
     for (const k of keys) if (s.get(k) === token && s.delete(k)) deleted++;
     return deleted;
   },
-  // The release on a resource's gate node; the CPU part never waits, so no one is in line.
+  // The release on a resource's gate node; the CPU part never waits, so no one is in line and
+  // nothing is handed over.
   "gate-release": (s, keys, [token, count, _ttl]) => {
     let deleted = 0;
     for (const k of keys.slice(0, Number(count))) if (s.get(k) === token && s.delete(k)) deleted++;
-    return [deleted, 0, 0, 0, 0, 0, 0];
+    return [deleted, 0, 0, 0, 0, 0, 0, 0];
+  },
+  "hand-over": (s, keys, [token, next, ttl]) => {
+    let deleted = 0;
+    for (const k of keys) if (s.get(k) === token && s.delete(k)) deleted++;
+    if (keys.some((k) => s.get(k) !== undefined)) return [deleted, 0];
+    for (const k of keys) s.set(k, next as string, Number(ttl));
+    return [deleted, 1];
   },
   inspect: (s, [key]) => [s.get(key as string) ?? null, s.pttl(key as string)],
   verify: (s, keys, [token]) => {

@@ -140,7 +140,17 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
 
 /** An edge-redlock client of the bundled library, with its default options. */
 function edgeRedlockClient(library: typeof Library, nodes: Library.NodeConfig[]): LockClient {
-  const redlock = new library.Redlock({ nodes });
+  // A node error would mean the in-memory nodes answer a script differently than the library
+  // expects (memory-store.ts lagging behind src/scripts): the figure would measure error paths.
+  let nodeErrors = 0;
+  let firstError: unknown;
+  const redlock = new library.Redlock({
+    nodes,
+    onNodeError: ({ outcome }) => {
+      nodeErrors++;
+      firstError ??= outcome.error;
+    },
+  });
   return {
     acquire: (key, ttl) => redlock.acquire(key, ttl),
     release: async (handle) => {
@@ -149,6 +159,8 @@ function edgeRedlockClient(library: typeof Library, nodes: Library.NodeConfig[])
     attempts: () => 0,
     close: async () => {
       await redlock.settled();
+      if (nodeErrors > 0)
+        throw new Error(`edge-redlock met ${nodeErrors} node errors on in-memory nodes`, { cause: firstError });
     },
   };
 }
