@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { extendScript } from "../../src/scripts/extend.js";
+import { handOverScript } from "../../src/scripts/hand-over.js";
 import { releaseScript } from "../../src/scripts/release.js";
 import { PATCHES, replaceOnce } from "../../tools/chaos/build.js";
 import { verdictOf } from "../../tools/chaos/harness.js";
@@ -55,6 +56,7 @@ describe("MONITOR lines", () => {
   it("classifies the library's scripts and never the harness's own", () => {
     expect(classifyScript(extendScript.source)).toBe("extend");
     expect(classifyScript(releaseScript.source)).toBe("release");
+    expect(classifyScript(handOverScript.source)).toBe("release");
     expect(classifyScript(CLOCK_JUMP_SCRIPT)).toBe("other");
   });
 });

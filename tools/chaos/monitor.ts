@@ -12,6 +12,7 @@ import { Redis } from "ioredis";
 import { extendScript } from "../../src/scripts/extend.js";
 import { gateScript } from "../../src/scripts/gate.js";
 import { gateReleaseScript } from "../../src/scripts/gate-release.js";
+import { handOverScript } from "../../src/scripts/hand-over.js";
 import { releaseScript } from "../../src/scripts/release.js";
 import { within } from "../../src/signals.js";
 import { harnessNow } from "./clock.js";
@@ -58,7 +59,8 @@ export interface Monitors {
 export function classifyScript(source: string): "extend" | "release" | "other" {
   if (source.includes(HARNESS_SCRIPT_MARKER)) return "other";
   // The gate's release is a compare-and-DEL with the token first, like the release (its PEXPIRE
-  // touches only the gate's own stats key). The gate's poll sets lock keys when it takes them,
+  // touches only the gate's own stats key); so is the hand-over, whose SET of the next holder's
+  // token, like the gate's, comes after its check of the keys. The gate's poll sets lock keys when it takes them,
   // and its leave deletes only a key holding the waiter's own placeholder token (ARGV[3]): both
   // are acquisitions to the replay, not extensions or releases.
   if (source === gateReleaseScript.source) return "release";
@@ -137,6 +139,7 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
       [extendScript.sha1, classifyScript(extendScript.source)],
       [releaseScript.sha1, classifyScript(releaseScript.source)],
       [gateReleaseScript.sha1, classifyScript(gateReleaseScript.source)],
+      [handOverScript.sha1, classifyScript(handOverScript.source)],
       [gateScript.sha1, classifyScript(gateScript.source)],
     ]);
   const scripts = ports.map(known);
