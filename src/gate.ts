@@ -160,6 +160,8 @@ export interface GateRelease {
   readonly turns: number;
   /** The lock keys were handed over to the next holder (see `handoff.ts`). */
   readonly handedOver: boolean;
+  /** After a release: the ticket of the waiter now first in line, 0 for none. */
+  readonly headTicket: number;
 }
 
 /** What a release tells the gate about the hold it ends, from which the gate learns how long holds last. */
@@ -203,11 +205,11 @@ export async function releaseOnGate(
     ],
     context,
   );
-  const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns, handed] = integers(
+  const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns, handed, head] = integers(
     node,
     gateReleaseScript,
     reply,
-    8,
+    9,
   );
   if (deleted < 0 || deleted > keys.length || waiting < 0 || (handed !== 0 && handed !== 1))
     throw badReply(node, gateReleaseScript, reply);
@@ -216,6 +218,7 @@ export async function releaseOnGate(
     waiting,
     ticket: Math.max(0, ticket),
     handedOver: handed === 1,
+    headTicket: Math.max(0, head),
     ...figures(holdMs, holdDeviationMs, cycleMs, turns),
   };
 }

@@ -11,6 +11,9 @@ import type { HandoffOffer } from "./handoff.js";
 import { within } from "./signals.js";
 import type { RedisNode } from "./transport.js";
 
+/** How a waiter learns its turn from a release in its isolate (see `HotResources.listenForTurn`). */
+export type Turn = "first" | "free";
+
 /** What keeps a resource busy in an isolate, and until when at most. */
 interface Busy {
   readonly until: number;
@@ -30,6 +33,10 @@ export class HotResources {
   readonly #busy = new Map<string, Map<string, Busy>>();
   /** The first in line's offer to take the lock over from its release, by gate key (see `handoff.ts`). */
   readonly #offers = new Map<string, HandoffOffer>();
+  /** Waiters of this isolate listening for their turn, by gate key and ticket (see {@link listenForTurn}). */
+  readonly #turns = new Map<string, (turn: Turn) => void>();
+  /** Turns told while their waiter was not listening, by gate key and ticket. */
+  readonly #toldTurns = new Map<string, Turn>();
 
   /**
    * Whether an acquisition in this isolate is acquiring or holding `key` right now: the next
@@ -44,17 +51,19 @@ export class HotResources {
    * the gate node: a poll that took the gate first would split the nodes with it.
    */
   isRacing(key: string, now: number): boolean {
-    return this.#any(key, now, "racing");
-  }
-
-  /** Whether a lock of `key` is held in this isolate right now: its release will hand it over (see `handoff.ts`). */
-  isHeldHere(key: string, now: number): boolean {
-    return this.#any(key, now, "holding");
-  }
-
-  #any(key: string, now: number, kind: Busy["kind"]): boolean {
-    for (const entry of this.#live(key, now)?.values() ?? []) if (entry.kind === kind) return true;
+    for (const entry of this.#live(key, now)?.values() ?? []) if (entry.kind === "racing") return true;
     return false;
+  }
+
+  /**
+   * How long a lock of `key` held in this isolate has left until its deadline, in ms (0 when none
+   * is): its release will hand it over (see `handoff.ts`).
+   */
+  heldHereFor(key: string, now: number): number {
+    let longest = 0;
+    for (const entry of this.#live(key, now)?.values() ?? [])
+      if (entry.kind === "holding") longest = Math.max(longest, entry.until - now);
+    return longest;
   }
 
   /** The entries of `key` that have not run out, or nothing. */
@@ -75,6 +84,37 @@ export class HotResources {
 
   withdrawHandoff(key: string, offer: HandoffOffer): void {
     if (this.#offers.get(key) === offer) this.#offers.delete(key);
+  }
+
+  /**
+   * Until `stop()`, `turn` resolves when a release of `key` from this isolate learns from the gate
+   * that the waiter with `ticket` is now first in line: `first` when the release handed the lock
+   * over to the waiter ahead of it (its turn is the next release), `free` when the lock is free.
+   */
+  listenForTurn(key: string, ticket: number): { turn: Promise<Turn>; stop(): void } {
+    const id = `${key}\n${ticket}`;
+    const told = this.#toldTurns.get(id);
+    if (told !== undefined) {
+      this.#toldTurns.delete(id);
+      return { turn: Promise.resolve(told), stop: () => {} };
+    }
+    if (this.#turns.size > 1024) this.#turns.clear();
+    const turn = new Promise<Turn>((resolve) => this.#turns.set(id, resolve));
+    return { turn, stop: () => this.#turns.delete(id) };
+  }
+
+  /**
+   * A release of `key` learned that the waiter with `ticket` is first in line (see
+   * {@link listenForTurn}). A waiter that was not listening (a poll of its own on the way) hears
+   * it when it next listens: it stays first in line until it takes the lock.
+   */
+  turnOf(key: string, ticket: number, turn: Turn): void {
+    const id = `${key}\n${ticket}`;
+    const resolve = this.#turns.get(id);
+    this.#turns.delete(id);
+    if (resolve !== undefined) return resolve(turn);
+    if (this.#toldTurns.size > 1024) this.#toldTurns.clear();
+    this.#toldTurns.set(id, turn);
   }
 
   /** The standing offer for `key`, taken up by the release about to send its requests, if there is one. */

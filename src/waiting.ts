@@ -34,6 +34,7 @@ import {
 import type { TaskContext } from "./fanout.js";
 import { type GateAnswer, type GateMode, gateIndex, hotKeyOf, pollGate } from "./gate.js";
 import type { HandoffOffer } from "./handoff.js";
+import type { Turn } from "./hot-resources.js";
 import { Lock, type LockOperations } from "./lock.js";
 import {
   type AcquireRequest,
@@ -265,14 +266,17 @@ class Acquisition {
     this.#engine.hot.mark(this.#hotKey, this.#o.clock.now(), this.#hotWindow(0));
     let nextPollMs = firstPollInMs;
     for (;;) {
-      // While our own placeholder holds the gate, a poll would only find it there.
-      const placeholderMs = this.#placeholderUntil - this.#o.clock.now();
-      const handedOver = await this.#pauseOrTakeOver(
-        Math.max(nextPollMs, placeholderMs),
-        this.#firstInLine && placeholderMs <= 0,
-      );
+      // While our own placeholder holds the gate, a poll would only find it there. While a holder
+      // in this isolate has the lock, the first in line waits for its release to hand it over,
+      // with no poll (by the holder's deadline at most: a holder that never releases lets its
+      // lock run out).
+      const now = this.#o.clock.now();
+      const placeholderMs = this.#placeholderUntil - now;
+      const first = this.#firstInLine && placeholderMs <= 0;
+      const heldHereMs = first && this.#offersHandoff ? this.#engine.hot.heldHereFor(this.#hotKey, now) : 0;
+      const handedOver = await this.#pauseOrTakeOver(Math.max(nextPollMs, placeholderMs, heldHereMs), first);
       if (handedOver) {
-        const lock = await this.#takeOver(handedOver);
+        const lock = await this.#takeTurn(handedOver);
         if (lock) return lock;
         nextPollMs = this.#pollInterval(this.#holdMs);
         continue;
@@ -328,17 +332,15 @@ class Acquisition {
         // `freeIn` after the poll was sent reaches the gate `freeIn` after the poll did, whatever
         // the split of the round trip between the two ways; a margin of twice the holds' average
         // deviation makes landing before the release (a wasted fan-out) the exception.
-        const aim = sentAt + answer.freeInMs + this.#margin(answer);
-        // A holder in this isolate hands the lock over in its release: a take aimed at that
-        // release would only race it. Past the prediction, a poll says what became of it.
-        const heldHere = this.#offersHandoff && this.#engine.hot.isHeldHere(this.#hotKey, sentAt);
-        const waitMs = Math.max(0, aim - this.#o.clock.now()) + (heldHere ? interval : 0);
-        const handedOver = await this.#pauseOrTakeOver(waitMs, true);
-        if (!handedOver && heldHere) {
+        // A holder in this isolate hands the lock over in its release (see above): a take aimed
+        // at that release would only race it.
+        if (this.#offersHandoff && this.#engine.hot.heldHereFor(this.#hotKey, sentAt) > 0) {
           nextPollMs = 0;
           continue;
         }
-        const lock = handedOver ? await this.#takeOver(handedOver) : await this.#takeAtRelease();
+        const aim = sentAt + answer.freeInMs + this.#margin(answer);
+        const handedOver = await this.#pauseOrTakeOver(Math.max(0, aim - this.#o.clock.now()), true);
+        const lock = await this.#takeTurn(handedOver);
         if (lock) return lock;
         nextPollMs = interval;
         continue;
@@ -356,9 +358,50 @@ class Acquisition {
    * resource set that shares a key with ours waits in another line, and a lock handed from release
    * to release would keep that key from it for good (see `#leaveForBackoff`).
    */
-  async #pauseOrTakeOver(ms: number, firstInLine: boolean): Promise<HandedOver | undefined> {
-    if (!firstInLine || !this.#offersHandoff || ms <= 0 || this.#o.clock.now() + ms >= this.#pauseLimit()) {
+  async #pauseOrTakeOver(ms: number, firstInLine: boolean): Promise<HandedOver | "free" | undefined> {
+    if (!this.#offersHandoff || ms <= 0) {
       await this.#pause(ms);
+      return undefined;
+    }
+    const clock = this.#o.clock;
+    const until = Math.min(clock.now() + ms, this.#pauseLimit());
+    if (firstInLine) return this.#pauseOffering(until - clock.now());
+    const turn = await this.#pauseUntilTurn(until - clock.now());
+    if (turn !== "first") return turn;
+    // First in line now, behind the holder the release handed the lock to (its grant may not be
+    // known here yet): offer for a poll interval at least, and on while it holds the lock.
+    return this.#pauseOffering(Math.max(until - clock.now(), this.#pollInterval(this.#holdMs)));
+  }
+
+  /**
+   * Sleep `ms` (see `#pause`), or until a release of our resource in this isolate learns from the
+   * gate that we are first in line (see `HotResources.listenForTurn`): a waiter further back then
+   * need not poll to learn that its turn is next, and the release before its turn finds its offer
+   * standing. `free`: the lock is free, and ours to take now.
+   */
+  async #pauseUntilTurn(ms: number): Promise<Turn | undefined> {
+    if (this.#ticket <= 0 || ms <= 0) {
+      await this.#pause(ms);
+      return undefined;
+    }
+    const listening = this.#engine.hot.listenForTurn(this.#hotKey, this.#ticket);
+    let turn: Turn | undefined;
+    try {
+      turn = await within(listening.turn, ms, this.#signal);
+    } catch (reason) {
+      this.#abandon(reason);
+    } finally {
+      listening.stop();
+    }
+    if (turn === undefined) await this.#pause(0);
+    else this.#firstInLine = true;
+    return turn;
+  }
+
+  /** Sleep `ms` with an offer standing (see `#pauseOrTakeOver`). */
+  async #pauseOffering(ms: number): Promise<HandedOver | undefined> {
+    if (ms <= 0) {
+      await this.#pause(0);
       return undefined;
     }
     let handedOver: HandedOver | undefined;
@@ -400,7 +443,16 @@ class Acquisition {
     const hot = this.#engine.hot;
     hot.offerHandoff(this.#hotKey, offer);
     try {
-      await within(acceptance, ms, this.#signal);
+      // While a holder in this isolate has the lock, its release will take the offer up: keep it
+      // standing (by the holder's deadline and our own limit at most) rather than poll.
+      let until = this.#o.clock.now() + ms;
+      for (;;) {
+        await within(acceptance, until - this.#o.clock.now(), this.#signal);
+        const now = this.#o.clock.now();
+        const held = Math.min(now + hot.heldHereFor(this.#hotKey, now), this.#pauseLimit());
+        if (handedOver !== undefined || held <= now) break;
+        until = held;
+      }
     } catch (reason) {
       this.#abandon(reason);
     } finally {
@@ -409,6 +461,14 @@ class Acquisition {
     // A release may have taken the offer up as our timer fired.
     if (handedOver === undefined) await this.#pause(0);
     return handedOver;
+  }
+
+  /**
+   * Our turn, as a pause ended: the attempt a release made for us by handing the lock over, or,
+   * when the lock is free (or its release is due), a take aimed at it.
+   */
+  #takeTurn(turn: HandedOver | "free" | undefined): Promise<Lock | undefined> {
+    return turn === undefined || turn === "free" ? this.#takeAtRelease() : this.#takeOver(turn);
   }
 
   /** Whether a release may hand this lock over: a lock of one resource (see `#pauseOrTakeOver`). */

@@ -63,6 +63,8 @@ export async function releaseKeys(
       }
       const now = o.clock.now();
       if (answer.waiting > 0 || answer.handedOver) engine.hot.mark(hotKey, now, HOT_AFTER_RELEASE_MS);
+      // The first in line now, if it waits in this isolate, learns it without a poll.
+      if (answer.headTicket > 0) engine.hot.turnOf(hotKey, answer.headTicket, answer.handedOver ? "first" : "free");
       keep(requeue && answer.ticket > 0 ? placeOf(requeue, answer, now, now - sentAt) : undefined);
       return answer.outcome;
     },

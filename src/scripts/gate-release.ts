@@ -16,11 +16,12 @@ import type { Script } from "./script.js";
  * before the lock was granted the gate's key was already the holder's, beyond the grant's round
  * trip (see "how long the hold lasted" below), 0 for none. ARGV[7]: the token of a waiter to hand
  * the lock over to, or "" for none; ARGV[8]: its TTL in ms; ARGV[9]: its id in the queue. Returns
- * `{deleted, waiting, ticket, hold, dev, cycle, turns, handed}`: how many keys were deleted, how
+ * `{deleted, waiting, ticket, hold, dev, cycle, turns, handed, head}`: how many keys were deleted, how
  * many waiters hold a lease (ahead of the new entry; a waiter handed the lock no longer counts,
  * but its wait still makes the lock contended, for the new entry and the line's pace), the
  * new entry's ticket (0 when none was made), the gate's figures as the poll script returns them,
- * and 1 when the lock keys were handed over.
+ * 1 when the lock keys were handed over, and, after a release, the ticket of the waiter now first
+ * in line (0 for none): a waiter of the releasing isolate learns its turn without a poll.
  *
  * The hand-over takes the keys as the poll script's take would, with the same conditions: every
  * key free (after our delete), and the waiter first in line (or the line empty). It is recorded
@@ -152,9 +153,16 @@ if deleted > 0 and waiting > 0 and ARGV[4] and ARGV[4] ~= "" then
     end
   end
 end
+local head = 0
+if deleted > 0 then
+  local first = redis.call("ZRANGE", KEYS[n + 1], 0, 0, "WITHSCORES")
+  if first[1] and tonumber(redis.call("ZSCORE", KEYS[n + 2], first[1]) or "0") > now then
+    head = tonumber(first[2])
+  end
+end
 local function stat(field)
   return tonumber(redis.call("HGET", stats, field) or "0")
 end
-return {deleted, ahead, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns"), handed}`,
-  sha1: "b534d83b76e84442d8181866f011f4e3c8d04f16",
+return {deleted, ahead, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns"), handed, head}`,
+  sha1: "190c7036f84663eeef3a9aa1722b4fdbbdfc6864",
 });

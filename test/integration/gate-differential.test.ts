@@ -422,11 +422,18 @@ describe("handing a lock over in its release", () => {
         "4000",
         waiter,
       ]) as number[];
-      expect({ outcome: real.outcome, waiting: real.waiting, turns: real.turns, handedOver: real.handedOver }).toEqual({
+      expect({
+        outcome: real.outcome,
+        waiting: real.waiting,
+        turns: real.turns,
+        handedOver: real.handedOver,
+        headTicket: real.headTicket,
+      }).toEqual({
         outcome: modelled[0] ? "released" : "not-held",
         waiting: modelled[1],
         turns: modelled[6],
         handedOver: modelled[7] === 1,
+        headTicket: modelled[8],
       });
       const value = await node.command(["GET", key], AbortSignal.timeout(5000));
       expect(value).toBe(model.get(key) ?? null);
@@ -441,12 +448,17 @@ describe("handing a lock over in its release", () => {
     const toSecond = await releaseTo(t1, t3, "w3");
     expect(toSecond.real.handedOver).toBe(false);
     expect(toSecond.value).toBeNull();
+    // The release names the first in line, w2, by its ticket (the lock is free for it).
+    const w2Ticket = (await both("w2", "wait", "-")).ticket;
+    expect(toSecond.real.headTicket).toBe(w2Ticket);
 
     // w2 takes; its release hands over to w3, now first in line: w3 holds the key, left the line,
     // and the gate counts its hold from the hand-over.
     expect((await both("w2", "take", t2)).taken).toBe(true);
     const toFirst = await releaseTo(t2, t3, "w3");
     expect(toFirst.real.handedOver).toBe(true);
+    // w3 left the line with the lock: nobody waits behind it.
+    expect(toFirst.real.headTicket).toBe(0);
     expect(toFirst.value).toBe(t3);
     const pttl = Number(await node.command(["PTTL", key], AbortSignal.timeout(5000)));
     expect(pttl).toBeGreaterThan(3000);

@@ -602,6 +602,44 @@ describe("a release in the same isolate", () => {
     expect((await setsWhileWaiting(false)).sets).toBeGreaterThanOrEqual(1);
   });
 
+  it("a waiter further back learns from a release in its isolate that it is now first in line, without a poll", async () => {
+    // The gate has learned 50 ms holds. A holds; B and C wait behind it, first and second. A's
+    // release hands the lock over to B, and the gate's answer to it names C's ticket as first in
+    // line now: C offers its token for B's release at once, and sends no poll while B holds the
+    // lock, where it used to poll to learn its place and then whether B was done.
+    const gatePollsAfterARelease = async (sameIsolate: boolean) => {
+      const nodes = await nodesThatLearnedHolds();
+      const gate = nodes[gateIndex(["hot"], 5)] as FakeNode;
+      const [a, b, c] = [0, 1, 2].map(
+        () => new Redlock({ nodes: sameIsolate ? nodes : inAnotherIsolate(nodes), clock: fakeClock }),
+      ) as [Redlock, Redlock, Redlock];
+      const aAcquiring = a.acquire("hot", 2000);
+      await vi.advanceTimersByTimeAsync(20);
+      const aLock = await aAcquiring;
+      const grants: string[] = [];
+      const gateLogAt = new Map<string, number>();
+      const hold = (name: string) => async (lock: Lock) => {
+        grants.push(name);
+        gateLogAt.set(name, gate.log.length);
+        await new Promise((r) => setTimeout(r, 50));
+        await lock.release();
+      };
+      const bTurn = b.acquire("hot", 2000).then(hold("b"));
+      await vi.advanceTimersByTimeAsync(30);
+      const cTurn = c.acquire("hot", 2000).then(hold("c"));
+      await vi.advanceTimersByTimeAsync(100);
+      expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn, cTurn]), 5_000)).toBe(true);
+      expect(grants).toEqual(["b", "c"]);
+      // Polls of the gate sent while B held the lock.
+      return gate.log
+        .slice(gateLogAt.get("b"), gateLogAt.get("c"))
+        .filter((args) => args[0] === "EVALSHA" && args[1] === gateScript.sha1).length;
+    };
+    expect(await gatePollsAfterARelease(true)).toBe(0);
+    // Each client in an isolate of its own: nothing is handed over, and C polls to learn its turn.
+    expect(await gatePollsAfterARelease(false)).toBeGreaterThan(0);
+  });
+
   it("a waiter that gives up as the release hands it the lock leaves nothing behind on the nodes", async () => {
     const controller = new AbortController();
     const handed = await releaseWithFirstInLine(true, controller.signal);

@@ -228,5 +228,17 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
     state.queue.set(requeue, ticket);
     state.leases.set(requeue, now + Number(lease));
   }
-  return [deleted, ahead, ticket, state.hold, state.dev, state.cycle, state.turns, handed];
+  let head = 0;
+  if (deleted > 0) {
+    let lowest = Number.POSITIVE_INFINITY;
+    let first: string | undefined;
+    for (const [waiter, t] of state.queue) {
+      if (t < lowest) {
+        lowest = t;
+        first = waiter;
+      }
+    }
+    if (first !== undefined && (state.leases.get(first) ?? 0) > now) head = lowest;
+  }
+  return [deleted, ahead, ticket, state.hold, state.dev, state.cycle, state.turns, handed, head];
 }
