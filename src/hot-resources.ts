@@ -112,9 +112,11 @@ export class HotResources {
     const id = `${key}\n${ticket}`;
     const resolve = this.#turns.get(id);
     this.#turns.delete(id);
-    if (resolve !== undefined) return resolve(turn);
-    if (this.#toldTurns.size > 1024) this.#toldTurns.clear();
-    this.#toldTurns.set(id, turn);
+    if (resolve !== undefined) resolve(turn);
+    else {
+      if (this.#toldTurns.size > 1024) this.#toldTurns.clear();
+      this.#toldTurns.set(id, turn);
+    }
   }
 
   /** The standing offer for `key`, taken up by the release about to send its requests, if there is one. */
