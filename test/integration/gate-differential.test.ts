@@ -72,7 +72,17 @@ function gateFixture(...names: string[]) {
     modelPoll("w9", "leave", "-");
     return { real, modelled };
   };
-  return { node, model, key, lockKeys, keys, context, request, modelPoll, take, release, look };
+  /** A poll on both, whose take and rank must agree. */
+  const both = async (waiter: string, mode: "take" | "wait", token: string) => {
+    const real = await pollGate(node, lockKeys, request(waiter, mode, token), context());
+    const modelled = modelPoll(waiter, mode, token);
+    expect({ taken: real.taken, rank: real.rank }, `${waiter} ${mode}`).toEqual({
+      taken: modelled[0] === 1,
+      rank: modelled[1],
+    });
+    return real;
+  };
+  return { node, model, key, lockKeys, keys, context, request, modelPoll, take, release, look, both };
 }
 
 describe("gate scripts: Lua and model agree", () => {
@@ -356,16 +366,7 @@ describe("gate scripts: a place kept by a release", () => {
 
 describe("gate scripts: a lock left free without a release through the gate", () => {
   it("goes to whoever polls once a hold and a half have passed since the last take, not to a place nobody comes back for, on real Redis and in the model", async () => {
-    const { node, model, key, keys, context, request, modelPoll } = gateFixture("gate-left-free");
-    const both = async (waiter: string, mode: "take" | "wait", token: string) => {
-      const real = await pollGate(node, [key], request(waiter, mode, token), context());
-      const modelled = modelPoll(waiter, mode, token);
-      expect({ taken: real.taken, rank: real.rank }, `${waiter} ${mode}`).toEqual({
-        taken: modelled[0] === 1,
-        rank: modelled[1],
-      });
-      return real;
-    };
+    const { node, model, key, keys, context, both } = gateFixture("gate-left-free");
 
     // The gate learns a hold of about 40 ms.
     const first = "f".repeat(40);
@@ -394,16 +395,7 @@ describe("handing a lock over in its release", () => {
   const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
 
   it("the gate hands the keys over to its first in line only, with every key free, on real Redis and in the model", async () => {
-    const { node, model, key, keys, take, modelPoll, request } = gateFixture("gate-hand-over");
-    const both = async (waiter: string, mode: "take" | "wait", token: string) => {
-      const real = await pollGate(node, [key], request(waiter, mode, token), context());
-      const modelled = modelPoll(waiter, mode, token);
-      expect({ taken: real.taken, rank: real.rank }, `${waiter} ${mode}`).toEqual({
-        taken: modelled[0] === 1,
-        rank: modelled[1],
-      });
-      return real;
-    };
+    const { node, model, key, keys, take, both } = gateFixture("gate-hand-over");
     /** A release of `token` on both that hands over to `waiter` with `next`. */
     const releaseTo = async (token: string, next: string, waiter: string) => {
       const real = await releaseOnGate(node, [key], token, held(5000), context(), undefined, {
