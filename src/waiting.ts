@@ -132,6 +132,8 @@ class Acquisition {
   #inLine = false;
   /** Whether the gate's last answer had us first in line. */
   #firstInLine = false;
+  /** When our place in line runs out unless we poll again (the lease of our last poll, from its send). */
+  #leaseUntil = 0;
   /** When the placeholder we left on the gate runs out (see `#growPlaceholder`). */
   #placeholderUntil = 0;
   /** The token of a placeholder we may have left on the gate (see `#growPlaceholder`). */
@@ -197,6 +199,7 @@ class Acquisition {
         this.#firstInLine = place.answer.rank === 0;
         this.#lastTurns = place.answer.turns;
         this.#rtt = place.rttMs;
+        this.#leaseUntil = place.at - place.rttMs + place.leaseMs;
         const elapsed = this.#o.clock.now() - place.at;
         return await this.#waitInLine(Math.max(0, this.#sleepFor(place.answer) - elapsed));
       }
@@ -273,7 +276,7 @@ class Acquisition {
       const now = this.#o.clock.now();
       const placeholderMs = this.#placeholderUntil - now;
       const first = this.#firstInLine && placeholderMs <= 0;
-      const heldHereMs = first && this.#offersHandoff ? this.#engine.hot.heldHereFor(this.#hotKey, now) : 0;
+      const heldHereMs = first && this.#offersHandoff ? this.#offerWindowEnd(now) - now : 0;
       const handedOver = await this.#pauseOrTakeOver(Math.max(nextPollMs, placeholderMs, heldHereMs), first);
       if (handedOver) {
         const lock = await this.#takeTurn(handedOver);
@@ -449,7 +452,7 @@ class Acquisition {
       for (;;) {
         await within(acceptance, until - this.#o.clock.now(), this.#signal);
         const now = this.#o.clock.now();
-        const held = Math.min(now + hot.heldHereFor(this.#hotKey, now), this.#pauseLimit());
+        const held = Math.min(this.#offerWindowEnd(now), this.#pauseLimit());
         if (handedOver !== undefined || held <= now) break;
         until = held;
       }
@@ -469,6 +472,18 @@ class Acquisition {
    */
   #takeTurn(turn: HandedOver | "free" | undefined): Promise<Lock | undefined> {
     return turn === undefined || turn === "free" ? this.#takeAtRelease() : this.#takeOver(turn);
+  }
+
+  /**
+   * Until when the first in line may wait for a holder of its isolate to hand the lock over
+   * without polling: by the holder's deadline, and a round trip before our place in line runs out
+   * (a waiter whose place ran out is no longer first there, and the gate would refuse the hand-over
+   * that the other nodes carry out). `now` when no holder of the isolate has the lock.
+   */
+  #offerWindowEnd(now: number): number {
+    const held = this.#engine.hot.heldHereFor(this.#hotKey, now);
+    if (held <= 0) return now;
+    return Math.max(now, Math.min(now + held, this.#leaseUntil - this.#rtt - MIN_POLL_MS));
   }
 
   /** Whether a release may hand this lock over: a lock of one resource (see `#pauseOrTakeOver`). */
@@ -702,6 +717,7 @@ class Acquisition {
     );
     const rtt = this.#o.clock.now() - started;
     this.#rtt = this.#rtt === 0 ? rtt : (3 * this.#rtt + rtt) / 4;
+    this.#leaseUntil = started + leaseMs;
     if (answer.ticket > 0 && !answer.taken) this.#ticket = answer.ticket;
     if (answer.taken) this.#unreleasedTakes = answer.unreleasedTakes;
     // A take removes us from the line; any other answer means we stand in it.

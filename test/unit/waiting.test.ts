@@ -640,6 +640,33 @@ describe("a release in the same isolate", () => {
     expect(await gatePollsAfterARelease(false)).toBeGreaterThan(0);
   });
 
+  it("the first in line waiting for a hand-over keeps its place in line, however long its isolate's holder keeps the lock", async () => {
+    // A holds "k" (TTL 10 s) for 5 s; B, in A's isolate, is first in line and waits for A's
+    // release to hand it over; C, in another isolate, waits behind B. A place in line lasts a few
+    // seconds after its last poll: B must poll again before its place runs out, or the gate puts
+    // C first, refuses A's hand-over to B while the other nodes carry it out, and B holds the
+    // lock without the gate (the line then waits for a placeholder).
+    const { nodes, gate } = nodesWithGate(20);
+    const a = new Redlock({ nodes, clock: fakeClock });
+    const b = new Redlock({ nodes, clock: fakeClock });
+    const c = new Redlock({ nodes: inAnotherIsolate(nodes), clock: fakeClock });
+    const aAcquiring = a.acquire("k", 10_000);
+    await vi.advanceTimersByTimeAsync(20);
+    const aLock = await aAcquiring;
+    let gateHeldByB: boolean | undefined;
+    const bTurn = b.acquire("k", 10_000).then(async (lock) => {
+      // Granted at the quorum; the gate's answer may still be on its way.
+      await new Promise((r) => setTimeout(r, 30));
+      gateHeldByB = gate.get("k") === lock.token;
+      await lock.release();
+    });
+    await vi.advanceTimersByTimeAsync(100);
+    const cTurn = c.acquire("k", 10_000).then((lock) => lock.release());
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn, cTurn]), 20_000)).toBe(true);
+    expect(gateHeldByB).toBe(true);
+  });
+
   it("a waiter that gives up as the release hands it the lock leaves nothing behind on the nodes", async () => {
     const controller = new AbortController();
     const handed = await releaseWithFirstInLine(true, controller.signal);
