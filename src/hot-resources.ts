@@ -33,10 +33,11 @@ export class HotResources {
   readonly #busy = new Map<string, Map<string, Busy>>();
   /** The first in line's offer to take the lock over from its release, by gate key (see `handoff.ts`). */
   readonly #offers = new Map<string, HandoffOffer>();
-  /** Waiters of this isolate listening for their turn, by gate key and ticket (see {@link listenForTurn}). */
-  readonly #turns = new Map<string, (turn: Turn) => void>();
-  /** Turns told while their waiter was not listening, by gate key and ticket. */
-  readonly #toldTurns = new Map<string, Turn>();
+  /**
+   * Waiters standing in line from this isolate, by gate key and ticket: how to tell one that is
+   * listening its turn, or the turn told while it was not (see {@link listenForTurn}).
+   */
+  readonly #turns = new Map<string, { tell?: ((turn: Turn) => void) | undefined; told?: Turn | undefined }>();
 
   /**
    * Whether an acquisition in this isolate is acquiring or holding `key` right now: the next
@@ -86,37 +87,45 @@ export class HotResources {
     if (this.#offers.get(key) === offer) this.#offers.delete(key);
   }
 
-  /**
-   * Until `stop()`, `turn` resolves when a release of `key` from this isolate learns from the gate
-   * that the waiter with `ticket` is now first in line: `first` when the release handed the lock
-   * over to the waiter ahead of it (its turn is the next release), `free` when the lock is free.
-   */
-  listenForTurn(key: string, ticket: number): { turn: Promise<Turn>; stop(): void } {
+  /** The waiter with `ticket` stands in `key`'s line from this isolate, until {@link stopWaiting}. */
+  waitHere(key: string, ticket: number): void {
     const id = `${key}\n${ticket}`;
-    const told = this.#toldTurns.get(id);
-    if (told !== undefined) {
-      this.#toldTurns.delete(id);
-      return { turn: Promise.resolve(told), stop: () => {} };
-    }
+    if (this.#turns.has(id)) return;
     if (this.#turns.size > 1024) this.#turns.clear();
-    const turn = new Promise<Turn>((resolve) => this.#turns.set(id, resolve));
-    return { turn, stop: () => this.#turns.delete(id) };
+    this.#turns.set(id, {});
+  }
+
+  stopWaiting(key: string, ticket: number): void {
+    this.#turns.delete(`${key}\n${ticket}`);
   }
 
   /**
-   * A release of `key` learned that the waiter with `ticket` is first in line (see
-   * {@link listenForTurn}). A waiter that was not listening (a poll of its own on the way) hears
-   * it when it next listens: it stays first in line until it takes the lock.
+   * Until `stop()`, `turn` resolves when a release of `key` from this isolate learns from the gate
+   * that the waiter with `ticket` (see {@link waitHere}) is now first in line: `first` when the
+   * release handed the lock over to the waiter ahead of it (its turn is the next release), `free`
+   * when the lock is free. A turn told while the waiter was not listening (a poll of its own on the
+   * way) resolves at once: it stays first in line until it takes the lock.
    */
-  turnOf(key: string, ticket: number, turn: Turn): void {
-    const id = `${key}\n${ticket}`;
-    const resolve = this.#turns.get(id);
-    this.#turns.delete(id);
-    if (resolve !== undefined) resolve(turn);
-    else {
-      if (this.#toldTurns.size > 1024) this.#toldTurns.clear();
-      this.#toldTurns.set(id, turn);
+  listenForTurn(key: string, ticket: number): { turn: Promise<Turn>; stop(): void } {
+    const waiter = this.#turns.get(`${key}\n${ticket}`);
+    if (waiter === undefined) return { turn: new Promise(() => {}), stop: () => {} };
+    const told = waiter.told;
+    if (told !== undefined) {
+      waiter.told = undefined;
+      return { turn: Promise.resolve(told), stop: () => {} };
     }
+    const turn = new Promise<Turn>((resolve) => (waiter.tell = resolve));
+    return { turn, stop: () => (waiter.tell = undefined) };
+  }
+
+  /** A release of `key` learned that the waiter with `ticket` is first in line (see {@link listenForTurn}). */
+  turnOf(key: string, ticket: number, turn: Turn): void {
+    const waiter = this.#turns.get(`${key}\n${ticket}`);
+    if (waiter === undefined) return;
+    const tell = waiter.tell;
+    waiter.tell = undefined;
+    if (tell !== undefined) tell(turn);
+    else waiter.told = turn;
   }
 
   /** The standing offer for `key`, taken up by the release about to send its requests, if there is one. */

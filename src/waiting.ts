@@ -181,6 +181,7 @@ class Acquisition {
       return lock;
     } finally {
       hot.leave(key, self);
+      if (this.#ticket > 0) hot.stopWaiting(key, this.#ticket);
     }
   }
 
@@ -194,7 +195,7 @@ class Acquisition {
           .catch((reason: unknown) => this.#abandon(reason));
         if (place === undefined) return await this.#waitInLine();
         this.#waiterId = place.waiter;
-        this.#ticket = place.ticket;
+        this.#setTicket(place.ticket);
         this.#inLine = true;
         this.#firstInLine = place.answer.rank === 0;
         this.#lastTurns = place.answer.turns;
@@ -718,12 +719,20 @@ class Acquisition {
     const rtt = this.#o.clock.now() - started;
     this.#rtt = this.#rtt === 0 ? rtt : (3 * this.#rtt + rtt) / 4;
     this.#leaseUntil = started + leaseMs;
-    if (answer.ticket > 0 && !answer.taken) this.#ticket = answer.ticket;
+    if (answer.ticket > 0 && !answer.taken) this.#setTicket(answer.ticket);
     if (answer.taken) this.#unreleasedTakes = answer.unreleasedTakes;
     // A take removes us from the line; any other answer means we stand in it.
     this.#inLine = !answer.taken;
     this.#firstInLine = !answer.taken && answer.rank === 0;
     return answer;
+  }
+
+  /** Our ticket in the gate's line, under which a release of this isolate tells us our turn. */
+  #setTicket(ticket: number): void {
+    if (ticket === this.#ticket) return;
+    if (this.#ticket > 0) this.#engine.hot.stopWaiting(this.#hotKey, this.#ticket);
+    this.#ticket = ticket;
+    this.#engine.hot.waitHere(this.#hotKey, ticket);
   }
 
   /** How long to sleep before the next poll, from our place in line. */
