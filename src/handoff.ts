@@ -31,12 +31,17 @@ export interface HandoffOffer {
   accept(outcomes: (index: number) => Promise<NodeOutcomeKind>, sentAt: number): void;
 }
 
-/** Per node, what the requests of a release that hands the lock over mean for the next holder. */
+/**
+ * A release that hands the lock over: the offer it took up, and per node what its requests mean
+ * for the next holder.
+ */
 export class HandoffOutcomes {
+  readonly offer: HandoffOffer;
   readonly #settle: ((outcome: Promise<NodeOutcomeKind>) => void)[] = [];
   readonly #outcomes: Promise<NodeOutcomeKind>[] = [];
 
-  constructor(nodeCount: number) {
+  constructor(offer: HandoffOffer, nodeCount: number) {
+    this.offer = offer;
     for (let i = 0; i < nodeCount; i++) {
       this.#outcomes.push(new Promise((resolve) => this.#settle.push(resolve)));
     }

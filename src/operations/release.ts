@@ -43,14 +43,15 @@ export async function releaseKeys(
   if (requeue)
     engine.hot.keepPlace(hotKey, new Promise((resolve) => (keep = resolve)), o.clock.now() + o.requestTimeoutMs);
   const next = engine.hot.claimHandoff(hotKey);
-  const handoff = next && new HandoffOutcomes(engine.nodes.length);
+  const handoff = next && new HandoffOutcomes(next, engine.nodes.length);
   const sentAt = o.clock.now();
   const voting = engine.vote(o, "release", resources, 1, undefined, {
     yes: "released",
     task: async (i, context) => {
       if (i !== gate) {
-        if (!handoff || !next) return releaseOnNode(engine.node(i), keys, token, context);
-        const reply = handoff.route(i, handOverOnNode(engine.node(i), keys, token, next, context), (r) => r.taken);
+        if (!handoff) return releaseOnNode(engine.node(i), keys, token, context);
+        const request = handOverOnNode(engine.node(i), keys, token, handoff.offer, context);
+        const reply = handoff.route(i, request, (r) => r.taken);
         return (await reply).released ? "released" : "not-held";
       }
       let answer: GateRelease;
@@ -70,7 +71,7 @@ export async function releaseKeys(
     },
   });
   // The requests are on their way: the next holder's attempt counts from before they were sent.
-  if (handoff) next?.accept(handoff.outcome, sentAt);
+  handoff?.offer.accept(handoff.outcome, sentAt);
   const { report, fan } = await voting;
   // Nodes still answering when the outcome was clear finish in the background, by the fan-out's
   // deadline. A gate that missed the release would keep the key until its TTL runs out, and its
