@@ -70,6 +70,15 @@ const FAR_BACK = 6;
 const MAX_SLEEP_MS = 2000;
 
 /**
+ * A cap on a sleep, spread at random over its upper 40 %. Every waiter far back in a long line
+ * reaches the cap: with one cap they all woke together (64 waiters: 35–60 polls of the gate within
+ * 100–200 ms, every second), and the burst slowed the holder's own requests and the handoff.
+ */
+function spreadCap(capMs: number): number {
+  return capMs * (0.6 + 0.4 * Math.random());
+}
+
+/**
  * `acquire()`: attempts until one succeeds or attempts, time or the caller's signal run out.
  * @param maxAttempts fan-outs allowed (polls of the gate are not attempts).
  * @throws {LockHeldError | QuorumUnavailableError | ValidityExhaustedError | AcquireTimeoutError | AbortedError | ConfigurationError}
@@ -761,7 +770,7 @@ class Acquisition {
       // second and slowed the very handoffs it waited for. A guess that turns out long costs a
       // late turn (a lock left free for half a hold, 20 ms at least, goes to whoever polls first),
       // so it is kept under 500 ms.
-      return Math.min(Math.max((answer.rank * this.#rtt) / 2, interval), MAX_SLEEP_MS / 4);
+      return Math.min(Math.max((answer.rank * this.#rtt) / 2, interval), spreadCap(MAX_SLEEP_MS / 4));
     }
     // Wake up once the waiter ahead of us should have taken the lock, so that one poll finds us
     // first in line with most of the hold still ahead to plan our take: a third of the way into
@@ -787,7 +796,7 @@ class Acquisition {
     // Behind a holder past its prediction, the turns ahead start when it lets go: no sooner than
     // the first in line would see it.
     const paced = overdue ? Math.max(wake, this.#patientPace(interval, overdue.since, answer.pttlMs)) : wake;
-    return Math.min(Math.max(paced, interval), MAX_SLEEP_MS);
+    return Math.min(Math.max(paced, interval), spreadCap(MAX_SLEEP_MS));
   }
 
   /**
