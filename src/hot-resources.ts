@@ -28,8 +28,6 @@ interface Busy {
  */
 export class HotResources {
   readonly #until = new Map<string, number>();
-  /** When the next acquisition that queues up at once may send its first poll, by gate key (see {@link joinDelay}). */
-  readonly #nextJoin = new Map<string, number>();
   readonly #places = new Map<string, { place: Promise<Place | undefined>; answerBy: number }>();
   /** Acquisitions in progress, locks held, and plain fan-outs racing for the gate, by gate key: id → entry. */
   readonly #busy = new Map<string, Map<string, Busy>>();
@@ -176,19 +174,6 @@ export class HotResources {
     this.#places.delete(key);
     const place = await within(kept.place, kept.answerBy - clock.now(), signal);
     return place !== undefined && clock.now() < place.at + place.leaseMs - 100 ? place : undefined;
-  }
-
-  /**
-   * How long an acquisition that queues up at once for `key` waits before its first poll, in ms:
-   * the isolate sends its first polls of a key `spacingMs` apart. Callers that arrive together (a
-   * burst of requests for one key) would otherwise all poll the gate in the same instant, and slow
-   * the very fan-out and hold they queue up behind.
-   */
-  joinDelay(key: string, now: number, spacingMs: number): number {
-    const next = Math.max(now, this.#nextJoin.get(key) ?? now);
-    if (this.#nextJoin.size > 1024) this.#nextJoin.clear();
-    this.#nextJoin.set(key, next + spacingMs);
-    return next - now;
   }
 
   isHot(key: string, now: number): boolean {

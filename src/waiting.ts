@@ -202,10 +202,7 @@ class Acquisition {
         const place = await this.#engine.hot
           .takePlace(this.#hotKey, this.#o.clock, this.#signal)
           .catch((reason: unknown) => this.#abandon(reason));
-        if (place === undefined) {
-          const now = this.#o.clock.now();
-          return await this.#waitInLine(this.#engine.hot.joinDelay(this.#hotKey, now, MIN_POLL_MS));
-        }
+        if (place === undefined) return await this.#waitInLine();
         this.#waiterId = place.waiter;
         this.#setTicket(place.ticket);
         this.#inLine = true;

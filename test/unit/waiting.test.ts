@@ -157,6 +157,17 @@ async function longHoldInLine(extendEveryMs?: number) {
   return { errors, overlaps, turns, holderRequests, perWaiterPerSecond };
 }
 
+/** When `gate` receives each poll from now on (fake ms): filled in as the polls arrive. */
+function pollTimes(gate: FakeNode): number[] {
+  const polls: number[] = [];
+  const command = gate.command.bind(gate);
+  gate.command = (args, signal) => {
+    if (args[0] === "EVALSHA" && args[1] === gateScript.sha1) polls.push(Date.now());
+    return command(args, signal);
+  };
+  return polls;
+}
+
 /** Five nodes that answer `latencyMs` after each request, and the gate of the key "k" among them. */
 function nodesWithGate(latencyMs: number): { nodes: FakeNode[]; gate: FakeNode } {
   const nodes = fakeNodes(5);
@@ -277,13 +288,7 @@ describe("a hot key with default options", () => {
     // requests and the handoff during such a burst took up to twice as long.
     const nodes = fakeNodes(5);
     for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
-    const gate = nodes[gateIndex(["hot"], 5)]!;
-    const polls: number[] = [];
-    const command = gate.command.bind(gate);
-    gate.command = (args, signal) => {
-      if (args[0] === "EVALSHA" && args[1] === gateScript.sha1) polls.push(Date.now());
-      return command(args, signal);
-    };
+    const polls = pollTimes(nodes[gateIndex(["hot"], 5)]!);
     const start = Date.now();
     const result = await hotKey(64, 5_000, nodes, {}, 50);
     expect(result.overlaps).toBe(0);
@@ -495,39 +500,6 @@ describe("many callers in one isolate", () => {
     // fan-outs would have added 8 SETs.
     const sets = other.log.slice(before).filter((command) => String(command).startsWith("SET")).length;
     expect(sets).toBeLessThan(12);
-  });
-
-  it("callers that want a key at once send their first polls spaced out, not in one instant", async () => {
-    // 64 requests of one isolate arrive together: the first fans out, the others queue up at
-    // once. They all polled the gate in the same instant (63 polls on top of the first fan-out's
-    // SET NX), and in the bench (+20 ms per node) that storm doubled the round trips of the first
-    // fan-out and hold it queued up behind: the first grant came 80–130 ms after the start.
-    const nodes = fakeNodes(5);
-    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
-    const gate = nodes[gateIndex(["burst"], 5)]!;
-    const polls: number[] = [];
-    const command = gate.command.bind(gate);
-    gate.command = (args, signal) => {
-      if (args[0] === "EVALSHA" && args[1] === gateScript.sha1) polls.push(Date.now());
-      return command(args, signal);
-    };
-    const start = Date.now();
-    const order: number[] = [];
-    let holders = 0;
-    let overlaps = 0;
-    const acquisitions = Array.from({ length: 64 }, async (_, caller) => {
-      const lock = await new Redlock({ nodes, clock: fakeClock }).acquire("burst", 5000);
-      if (++holders > 1) overlaps++;
-      order.push(caller);
-      await new Promise((r) => setTimeout(r, 20));
-      holders--;
-      await lock.release();
-    });
-    expect(await resolvesOnFakeTime(Promise.all(acquisitions), 60_000)).toBe(true);
-    expect(overlaps).toBe(0);
-    expect(new Set(order).size).toBe(64);
-    // Before any answer could come back (one round trip), a few polls at most: 63 in one instant.
-    expect(polls.filter((at) => at < start + 20).length).toBeLessThanOrEqual(4);
   });
 
   it("a client made per request queues up behind a sibling client's fan-out, and its first poll leaves the gate to that fan-out", async () => {
