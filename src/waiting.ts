@@ -71,8 +71,9 @@ const MAX_SLEEP_MS = 2000;
 
 /**
  * A cap on a sleep, spread at random over its upper 40 %. Every waiter far back in a long line
- * reaches the cap: with one cap they all woke together (64 waiters: 35–60 polls of the gate within
- * 100–200 ms, every second), and the burst slowed the holder's own requests and the handoff.
+ * reaches the cap: with one cap they all woke together (a trace of the bench's 64 clients at
+ * +20 ms: 35–60 polls of the gate within 100–200 ms, every second), and the burst slowed the
+ * holder's own requests and the handoff.
  */
 function spreadCap(capMs: number): number {
   return capMs * (0.6 + 0.4 * Math.random());

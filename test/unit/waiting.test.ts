@@ -283,9 +283,9 @@ describe("a hot key with default options", () => {
 
   it("a long line does not poll its gate in bursts: the waiters far back do not all wake together", async () => {
     // 64 clients loop on one key with 50 ms holds, 20 ms from the nodes. Every waiter far back
-    // reaches the longest sleep, and with one cap they all woke within the same few ms: in the
-    // bench (64 clients, +20 ms) 35–60 polls within 100–200 ms, every second, and the holder's
-    // requests and the handoff during such a burst took up to twice as long.
+    // reaches the longest sleep, and with one cap they all woke within the same few ms: in a
+    // trace of the bench (64 clients, +20 ms) 35–60 polls within 100–200 ms, every second, and
+    // the holder's requests and the handoff during such a burst took up to twice as long.
     const nodes = fakeNodes(5);
     for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
     const polls = pollTimes(nodes[gateIndex(["hot"], 5)]!);
