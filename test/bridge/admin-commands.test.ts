@@ -132,6 +132,8 @@ describe("allowAdminCommands (finding 9)", () => {
 
   beforeAll(async () => {
     bridge = await startBridge({ redisPort: node.redisPort, token, allowAdminCommands: true });
+    // The bridge listens before its Redis connection is up, and answers 503 until it is.
+    await bridge.ready();
   });
   afterAll(async () => {
     await bridge?.close();
@@ -220,12 +222,8 @@ describe("a script that never ends (finding 9)", () => {
     const token = "busy-script-token";
     const bridge = await startBridge({ redisPort: node.redisPort, token, commandTimeoutMs: 1000 });
     try {
-      // The bridge listens before its Redis connection is up, and fails fast (503) until it is:
-      // wait for it, so that the script meets a connected bridge.
-      for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
-        if ((await post(bridge.url, token, "/", ["PING"])).status === 200) break;
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      // So that the script meets a connected bridge (it answers 503 until then).
+      await bridge.ready();
       const stuck = await post(bridge.url, token, "/", ["EVAL", "while true do end", "0"]);
       expect(stuck.status).toBe(504);
       // Redis serves SCRIPT KILL once the script has run for its busy threshold (5 s by default);

@@ -3,6 +3,7 @@
  * mapping, base64 encoding, argument conversion, body limit, routing and the delay hook.
  * Effects on Redis are checked with a direct ioredis connection, bypassing the bridge.
  */
+import { type AddressInfo, createServer } from "node:net";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type NodeCluster, type NodeInfo, startNodes } from "../../tools/nodes/index.js";
@@ -364,6 +365,34 @@ describe("argument conversion", () => {
   });
 });
 
+describe("ready()", () => {
+  it("a bridge answers 503 until its Redis connection is up; ready() waits for it, or rejects in time", async () => {
+    // A loopback port nobody listens on: the bridge can never connect.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const closedPort = (probe.address() as AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+
+    const orphan = await startBridge({ redisPort: closedPort, token: "orphan-token" });
+    try {
+      const reply = await post("/", ["PING"], { url: orphan.url, token: "orphan-token" });
+      expect(reply.status).toBe(503);
+      await expect(orphan.ready(300)).rejects.toThrow(/not ready within 300 ms/);
+    } finally {
+      await orphan.close();
+    }
+
+    const bridge = await startBridge({ redisPort: node.redisPort, token: "ready-token" });
+    try {
+      await bridge.ready();
+      expect((await post("/", ["PING"], { url: bridge.url, token: "ready-token" })).body).toEqual({ result: "PONG" });
+      await bridge.ready(); // at once when already connected
+    } finally {
+      await bridge.close();
+    }
+  });
+});
+
 describe("body size limit", () => {
   let small: Bridge;
 
@@ -373,6 +402,7 @@ describe("body size limit", () => {
       token: "small-limit-token",
       maxBodyBytes: 1024,
     });
+    await small.ready();
   });
 
   afterAll(async () => {

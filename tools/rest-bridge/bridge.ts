@@ -54,6 +54,11 @@ export interface Bridge {
   requestCount(): number;
   /** Commands received in well-formed requests since the bridge started, by lower-case name. */
   commandCounts(): Record<string, number>;
+  /**
+   * Resolves once the bridge's connection to Redis is ready, so that requests reach Redis instead
+   * of failing fast with 503; rejects after `timeoutMs` (default 10 000 ms).
+   */
+  ready(timeoutMs?: number): Promise<void>;
   /** Stops the HTTP server (dropping kept-alive connections) and closes the Redis connection. */
   close(): Promise<void>;
 }
@@ -61,9 +66,9 @@ export interface Bridge {
 /**
  * Starts an HTTP server speaking the Upstash Redis REST protocol in front of one redis-server.
  *
- * Resolves once the HTTP port is bound. It does not wait for Redis: until Redis is reachable,
- * requests fail fast with 503, and the bridge keeps reconnecting in the background (a restarted
- * redis-server on the same port is picked up within ~250 ms).
+ * Resolves once the HTTP port is bound. It does not wait for Redis (see {@link Bridge.ready}):
+ * until Redis is reachable, requests fail fast with 503, and the bridge keeps reconnecting in the
+ * background (a restarted redis-server on the same port is picked up within ~250 ms).
  */
 export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   const host = options.host ?? "127.0.0.1";
@@ -124,6 +129,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     },
     requestCount: () => requests,
     commandCounts: () => ({ ...commands }),
+    ready: (timeoutMs = 10_000) => backend.ready(timeoutMs),
     close() {
       closed ??= new Promise<void>((resolve) => {
         // @upstash/redis uses keep-alive: without closeAllConnections, close() would wait for

@@ -116,6 +116,26 @@ export class RedisBackend implements CommandRunner {
     };
   }
 
+  /**
+   * Resolves once the connection to Redis is ready (at once when it already is); rejects after
+   * `timeoutMs`. Until then every request fails fast with 503, by design (no offline queue).
+   */
+  ready(timeoutMs: number): Promise<void> {
+    if (this.client.status === "ready") return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const onReady = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.client.off("ready", onReady);
+        const { host, port } = this.options;
+        reject(new Error(`redis ${host}:${port} was not ready within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.client.once("ready", onReady);
+    });
+  }
+
   /** Closes the connection at once; pending commands fail. */
   close(): void {
     this.client.disconnect(false);
