@@ -1,44 +1,81 @@
 /** Part 7: client CPU per acquire + release against instant in-memory nodes (no network at all). */
 
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
-import type * as Library from "../../../src/index.js";
 import { type BenchContext, emptyPart, type PartResult } from "../context.js";
-import { MemoryStore, memoryFetch, memoryRedisNode } from "../memory-store.js";
+import type { CpuReply, CpuRequest, CpuSubjectKind } from "../cpu-protocol.js";
+import { exited, forkTs } from "../fork.js";
 import { fmt, median } from "../stats.js";
-import { createClient, type LockClient, SYSTEMS, type SystemSpec } from "../systems.js";
+import { SYSTEMS } from "../systems.js";
 
 /**
  * edge-redlock as a user's bundler ships it: src/index.ts bundled by esbuild (no tsx transform,
- * whose keepNames wrappers would cost CPU on every closure).
+ * whose keepNames wrappers would cost CPU on every closure), written to `dir`.
  */
-async function bundledLibrary(): Promise<typeof Library> {
-  const dir = mkdtempSync(join(tmpdir(), "edge-redlock-bench-"));
-  try {
-    const out = join(dir, "edge-redlock.mjs");
-    const result = await build({
-      entryPoints: [fileURLToPath(new URL("../../../src/index.ts", import.meta.url))],
-      bundle: true,
-      format: "esm",
-      platform: "neutral",
-      target: "es2022",
-      write: false,
-      logLevel: "silent",
-    });
-    writeFileSync(out, result.outputFiles[0]!.contents);
-    return (await import(pathToFileURL(out).href)) as typeof Library;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+async function bundleLibrary(dir: string): Promise<string> {
+  const out = join(dir, "edge-redlock.mjs");
+  const result = await build({
+    entryPoints: [fileURLToPath(new URL("../../../src/index.ts", import.meta.url))],
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    target: "es2022",
+    write: false,
+    logLevel: "silent",
+  });
+  writeFileSync(out, result.outputFiles[0]!.contents);
+  return out;
 }
 
 interface CpuSubject {
   label: string;
-  client: LockClient;
+  kind: CpuSubjectKind;
   what: string;
+}
+
+const SUBJECTS: CpuSubject[] = [
+  { label: "edge-redlock", kind: "edge-redlock:memory", what: "RedisNode in memory" },
+  { label: "edge-redlock", kind: "edge-redlock:rest", what: "restNode + in-memory fetch" },
+  { label: SYSTEMS["upstash-lock"].label, kind: "upstash-lock", what: "@upstash/redis + in-memory fetch, 1 node" },
+  { label: SYSTEMS["sesame-redlock"].label, kind: "sesame-redlock", what: "ioredis-shaped in-memory client" },
+  { label: SYSTEMS["redlock-universal"].label, kind: "redlock-universal", what: "ioredis-shaped in-memory client" },
+];
+
+const SUBJECT = fileURLToPath(new URL("../cpu-subject.ts", import.meta.url));
+
+/** A subject's process: send a request, get its one reply. */
+class SubjectProcess {
+  readonly #child: ChildProcess;
+  readonly #label: string;
+
+  constructor(label: string) {
+    this.#label = label;
+    this.#child = forkTs(SUBJECT);
+  }
+
+  async ask(request: CpuRequest): Promise<CpuReply> {
+    const reply = new Promise<CpuReply>((resolve, reject) => {
+      const onExit = (code: number | null) => reject(new Error(`${this.#label}: the process exited (code ${code})`));
+      this.#child.once("exit", onExit);
+      this.#child.once("message", (message: CpuReply) => {
+        this.#child.off("exit", onExit);
+        resolve(message);
+      });
+    });
+    this.#child.send(request);
+    const answer = await reply;
+    if (answer.type === "failed") throw new Error(`${this.#label}: ${answer.error}`);
+    return answer;
+  }
+
+  async stop(): Promise<void> {
+    if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill("SIGKILL");
+    await exited(this.#child);
+  }
 }
 
 export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
@@ -52,62 +89,31 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
   const rounds = smoke ? 2 : quick ? 3 : 7;
   const warmUp = smoke ? 50 : quick ? 300 : 1000;
   part.method.push(
-    `N = ${n} instant in-memory nodes in this process. Process CPU (user + system, process.cpuUsage) over ${perRound} sequential acquire + release runs after ${warmUp} to warm up, ${rounds} interleaved rounds, median of rounds.`,
+    `N = ${n} instant in-memory nodes. Each subject runs in a process of its own, as a user's process runs one lock library (in one process, a subject's rounds also paid for the garbage the others left). Process CPU (user + system, process.cpuUsage) over ${perRound} sequential acquire + release runs after ${warmUp} to warm up, ${rounds} interleaved rounds (one process at a time), median of rounds.`,
     "edge-redlock is src/index.ts bundled by esbuild (as an application bundler ships it), measured twice: with RedisNode objects answering from memory (library only), and through its fetch transport (restNode) with a fetch answering from memory (library + JSON over Request/Response).",
     "@upstash/lock runs on @upstash/redis with the same in-memory fetch. The TCP peers run on an ioredis-shaped in-memory object: their figure leaves out ioredis itself (RESP encoding, socket writes).",
   );
-  const stores = await Promise.all(Array.from({ length: n }, () => MemoryStore.create()));
-  const originalFetch = globalThis.fetch;
-  globalThis.fetch = memoryFetch(stores, originalFetch);
-  const subjects: CpuSubject[] = [];
+  const dir = mkdtempSync(join(tmpdir(), "edge-redlock-bench-"));
+  const processes = SUBJECTS.map((subject) => new SubjectProcess(`${subject.label} (${subject.what})`));
   try {
-    const memory = { kind: "memory" as const, stores };
-    const library = await bundledLibrary();
-    subjects.push({
-      label: "edge-redlock",
-      what: "RedisNode in memory",
-      client: edgeRedlockClient(
-        library,
-        stores.map((store, i) => memoryRedisNode(store, `memory-${i}`)),
-      ),
-    });
-    subjects.push({
-      label: "edge-redlock",
-      what: "restNode + in-memory fetch",
-      client: edgeRedlockClient(
-        library,
-        stores.map((_, i) => ({ url: `http://memory-${i}`, token: "memory" })),
-      ),
-    });
-    for (const id of ["upstash-lock", "sesame-redlock", "redlock-universal"] as SystemSpec["id"][]) {
-      subjects.push({
-        label: SYSTEMS[id].label,
-        what: id === "upstash-lock" ? "@upstash/redis + in-memory fetch, 1 node" : "ioredis-shaped in-memory client",
-        client: await createClient({ id, policy: "defaults", n }, memory),
-      });
-    }
-    const perSubject = subjects.map(() => [] as number[]);
-    let serial = 0;
-    const once = async (subject: CpuSubject) => {
-      const handle = await subject.client.acquire(`cpu:${serial++}`, 10_000);
-      if (handle === null) throw new Error(`${subject.label} did not acquire in memory`);
-      await subject.client.release(handle);
-    };
-    for (const subject of subjects) for (let i = 0; i < warmUp; i++) await once(subject);
+    const libraryPath = await bundleLibrary(dir);
+    // One at a time: a subject warming up would take CPU from another's round.
+    for (const [i, subject] of SUBJECTS.entries())
+      await processes[i]!.ask({ type: "prepare", kind: subject.kind, libraryPath, warmUp });
+    const perSubject = SUBJECTS.map(() => [] as number[]);
     for (let round = 0; round < rounds; round++) {
-      for (let k = 0; k < subjects.length; k++) {
-        const index = (k + round) % subjects.length;
-        const subject = subjects[index]!;
-        const start = process.cpuUsage();
-        for (let i = 0; i < perRound; i++) await once(subject);
-        const used = process.cpuUsage(start);
-        perSubject[index]!.push((used.user + used.system) / perRound);
+      for (let k = 0; k < SUBJECTS.length; k++) {
+        const index = (k + round) % SUBJECTS.length;
+        const answer = await processes[index]!.ask({ type: "round", runs: perRound });
+        if (answer.type !== "round") throw new Error(`unexpected answer ${answer.type}`);
+        perSubject[index]!.push(answer.microseconds);
       }
     }
+    for (const subject of processes) await subject.ask({ type: "close" });
     const table = {
       title: `Client CPU per acquire + release (µs, N = ${n}, in-memory nodes)`,
       columns: ["system", "nodes", "µs CPU (median of rounds)", "min–max of rounds"],
-      rows: subjects.map((subject, i) => {
+      rows: SUBJECTS.map((subject, i) => {
         const values = perSubject[i]!;
         return [
           subject.label,
@@ -132,35 +138,8 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
       );
     }
   } finally {
-    globalThis.fetch = originalFetch;
-    for (const subject of subjects) await subject.client.close();
+    await Promise.all(processes.map((subject) => subject.stop()));
+    rmSync(dir, { recursive: true, force: true });
   }
   return part;
-}
-
-/** An edge-redlock client of the bundled library, with its default options. */
-function edgeRedlockClient(library: typeof Library, nodes: Library.NodeConfig[]): LockClient {
-  // A node error would mean the in-memory nodes answer a script differently than the library
-  // expects (memory-store.ts lagging behind src/scripts): the figure would measure error paths.
-  let nodeErrors = 0;
-  let firstError: unknown;
-  const redlock = new library.Redlock({
-    nodes,
-    onNodeError: ({ outcome }) => {
-      nodeErrors++;
-      firstError ??= outcome.error;
-    },
-  });
-  return {
-    acquire: (key, ttl) => redlock.acquire(key, ttl),
-    release: async (handle) => {
-      await (handle as Library.Lock).release();
-    },
-    attempts: () => 0,
-    close: async () => {
-      await redlock.settled();
-      if (nodeErrors > 0)
-        throw new Error(`edge-redlock met ${nodeErrors} node errors on in-memory nodes`, { cause: firstError });
-    },
-  };
 }

@@ -1,0 +1,20 @@
+/** Messages between the client-CPU part and its subject processes (./cpu-subject.ts). */
+
+/** A subject: edge-redlock over RedisNode objects or its fetch transport, or a peer. */
+export type CpuSubjectKind =
+  | "edge-redlock:memory"
+  | "edge-redlock:rest"
+  | "upstash-lock"
+  | "sesame-redlock"
+  | "redlock-universal";
+
+export type CpuRequest =
+  | { type: "prepare"; kind: CpuSubjectKind; libraryPath: string; warmUp: number }
+  | { type: "round"; runs: number }
+  | { type: "close" };
+
+export type CpuReply =
+  | { type: "ready" }
+  | { type: "round"; microseconds: number }
+  | { type: "closed" }
+  | { type: "failed"; error: string };
