@@ -26,13 +26,21 @@ const CLIENTS = 4;
  */
 function anomalyContext(result: ScenarioResult): string {
   const { examples } = summarize(result);
-  const locks = new Set(
-    Object.values(examples).flatMap((e) => [(e as { lock?: string }).lock].filter((l) => l !== undefined)),
-  );
+  const found = Object.values(examples) as { lock?: string; resource?: string; t?: number }[];
+  const locks = new Set(found.flatMap((e) => (e.lock === undefined ? [] : [e.lock])));
+  // The nodes' own log of the resources concerned, around the anomalies: what the replay saw.
+  const near = (t: number) => found.some((e) => e.t !== undefined && t >= e.t - 2_500 && t <= e.t + 250);
+  const resources = new Set(found.flatMap((e) => (e.resource === undefined ? [] : [e.resource])));
   const events = result.history.filter(
-    (e) => e.f === "fault-start" || e.f === "fault-end" || ("lock" in e && locks.has(String(e.lock))),
+    (e) =>
+      e.f === "fault-start" ||
+      e.f === "fault-end" ||
+      e.f === "monitor-reset" ||
+      e.f === "clock-offset" ||
+      ("lock" in e && locks.has(String(e.lock))) ||
+      (e.f === "monitor" && e.key !== undefined && resources.has(e.key) && near(e.t)),
   );
-  return JSON.stringify({ examples, events }).slice(0, 20_000);
+  return JSON.stringify({ examples, events }).slice(0, 60_000);
 }
 
 const builds = createBuildCache();
