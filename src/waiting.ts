@@ -295,6 +295,16 @@ class Acquisition {
         nextPollMs = this.#pollInterval(this.#holdMs);
         continue;
       }
+      // Callers of this isolate that join the line together take turns to send their first polls.
+      const joined = this.#inLine
+        ? undefined
+        : await this.#engine.hot
+            .joinSlot(this.#hotKey, this.#o.clock, this.#o.requestTimeoutMs, this.#signal)
+            .catch((reason: unknown) => this.#abandon(reason));
+      if (joined === "gate-down") {
+        this.#gateDown = true;
+        return this.#fanOutThenBackOff();
+      }
       const sentAt = this.#o.clock.now();
       const token = randomToken();
       let answer: GateAnswer;
@@ -305,12 +315,15 @@ class Acquisition {
         const racing = this.#engine.hot.isRacing(this.#hotKey, sentAt);
         answer = await this.#poll(racing ? "wait" : "take", token, this.#leaseFor(nextPollMs));
       } catch (error) {
+        const gateDown = !(error instanceof ConfigurationError || error instanceof AbortedError);
+        joined?.(!gateDown);
         if (error instanceof ConfigurationError) throw this.#configurationError(error);
         if (error instanceof AbortedError) throw error;
         // The gate is down or slow: never wait on it longer than one request deadline.
         this.#gateDown = true;
         return this.#fanOutThenBackOff();
       }
+      joined?.(true);
       const answeredAt = this.#o.clock.now();
       this.#engine.hot.mark(this.#hotKey, answeredAt, this.#hotWindow(answer.holdMs));
       this.#holdMs = answer.holdMs;

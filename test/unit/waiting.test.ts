@@ -502,6 +502,72 @@ describe("many callers in one isolate", () => {
     expect(sets).toBeLessThan(12);
   });
 
+  it("callers that want a key at once join its line a few at a time, not all in one instant", async () => {
+    // 64 requests of one isolate arrive together: the first fans out, the others queue up at
+    // once. They all polled the gate in the same instant (63 polls on top of the first fan-out's
+    // SET NX); in the bench (+20 ms per node) the gate's answers came back 100–145 ms later, and
+    // the first holder's work and release waited behind them.
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
+    const gate = nodes[gateIndex(["burst"], 5)]!;
+    const polls: number[] = [];
+    const command = gate.command.bind(gate);
+    gate.command = (args, signal) => {
+      if (args[0] === "EVALSHA" && args[1] === gateScript.sha1) polls.push(Date.now());
+      return command(args, signal);
+    };
+    const start = Date.now();
+    const order: number[] = [];
+    let holders = 0;
+    let overlaps = 0;
+    const acquisitions = Array.from({ length: 64 }, async (_, caller) => {
+      const lock = await new Redlock({ nodes, clock: fakeClock }).acquire("burst", 5000);
+      if (++holders > 1) overlaps++;
+      order.push(caller);
+      await new Promise((r) => setTimeout(r, 20));
+      holders--;
+      await lock.release();
+    });
+    expect(await resolvesOnFakeTime(Promise.all(acquisitions), 60_000)).toBe(true);
+    expect(overlaps).toBe(0);
+    expect(new Set(order).size).toBe(64);
+    // Before any answer could come back (one round trip), two polls: 63 without the turns.
+    expect(polls.filter((at) => at < start + 20).length).toBe(2);
+  });
+
+  it("callers joining a line together do not wait for each other on a gate that does not answer: about one request deadline each", async () => {
+    // The gate hangs. A caller that waits its turn to join must not wait for each poll ahead of it
+    // to time out in turn, nor for one of its own after that: once a join's poll fails, the others
+    // fall back to fan-outs at once, and the lock goes round.
+    const nodes = fakeNodes(5);
+    for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 5 };
+    const gateAt = gateIndex(["hung"], 5);
+    const redlock = new Redlock({ nodes, clock: fakeClock, requestTimeoutMs: 200 });
+    const acquired = redlock.acquire("hung", 10_000);
+    expect(await resolvesOnFakeTime(acquired, 1_000)).toBe(true);
+    const holder = await acquired;
+    (nodes[gateAt] as FakeNode).behaviour = { kind: "hang" };
+    const start = Date.now();
+    const firstTries: number[] = [];
+    const waiters = Array.from({ length: 16 }, async () => {
+      const client = new Redlock({ nodes, clock: fakeClock, requestTimeoutMs: 200 });
+      const lock = await client.acquire("hung", 10_000, {
+        onAttempt: (report) => {
+          if (firstTries.length < 16 && report.operation === "acquire") firstTries.push(Date.now() - start);
+        },
+      });
+      await lock.release();
+    });
+    await vi.advanceTimersByTimeAsync(100);
+    expect(await resolvesOnFakeTime(holder.release(), 1_000)).toBe(true);
+    expect(await resolvesOnFakeTime(Promise.all(waiters), 60_000)).toBe(true);
+    // Every waiter made its first fan-out within about one request deadline, as one alone does:
+    // waiting for a slot and then for a poll of its own took two (405 ms), and joins that waited
+    // for each slot's poll to time out in turn spread them up to 634 ms.
+    expect(firstTries.length).toBe(16);
+    expect(Math.max(...firstTries)).toBeLessThan(1.5 * 200);
+  });
+
   it("a client made per request queues up behind a sibling client's fan-out, and its first poll leaves the gate to that fan-out", async () => {
     // Two clients of the same nodes in one isolate (a Worker that makes its client per request),
     // one key, at once. The gate runs the first client's SET 10 ms late, so that whatever the
