@@ -195,8 +195,7 @@ export class HotResources {
    * A place among the isolate's joins of `key`'s line in flight: at most {@link MAX_JOINS} first
    * polls at once, the others wait their turn, first come first served. Callers that arrive together
    * (64 requests for one key in a Node process, in the bench) otherwise polled the gate in the same
-   * instant, each on a connection of its own: the gate's answers came back 100–145 ms later instead
-   * of one round trip, and the first holder's work and release waited behind them (a trace at
+   * instant: the gate's answers came back 100–145 ms later instead of one round trip of about 25, and the first holder's work and release waited behind them (a trace at
    * +20 ms per node: the first handoff took 137–155 ms, the next ones 70). A slot is taken for
    * `timeoutMs` at most (the poll's deadline): on Workers the poll of a request that has ended never
    * settles, and its slot must not block the others. Resolves with the function that gives the slot
