@@ -505,8 +505,8 @@ describe("many callers in one isolate", () => {
   it("callers that want a key at once join its line a few at a time, not all in one instant", async () => {
     // 64 requests of one isolate arrive together: the first fans out, the others queue up at
     // once. They all polled the gate in the same instant (63 polls on top of the first fan-out's
-    // SET NX); in the bench (+20 ms per node) the gate's answers came back 100–145 ms later, and
-    // the first holder's work and release waited behind them.
+    // SET NX); in a trace of the bench (+20 ms per node) the gate's answers came back 100–145 ms
+    // later, and the first holder's work and release waited behind them.
     const nodes = fakeNodes(5);
     for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20 };
     const gate = nodes[gateIndex(["burst"], 5)]!;
