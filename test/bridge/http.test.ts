@@ -386,7 +386,8 @@ describe("ready()", () => {
     try {
       await bridge.ready();
       expect((await post("/", ["PING"], { url: bridge.url, token: "ready-token" })).body).toEqual({ result: "PONG" });
-      await bridge.ready(); // at once when already connected
+      // Once connected, it resolves at once: no "ready" event will come again to wait for.
+      await expect(bridge.ready(1)).resolves.toBeUndefined();
     } finally {
       await bridge.close();
     }
