@@ -9,7 +9,7 @@ export type CpuSubjectKind =
   | "redlock-universal";
 
 export type CpuRequest =
-  | { type: "prepare"; kind: CpuSubjectKind; libraryPath: string; warmUp: number }
+  | { type: "prepare"; kind: CpuSubjectKind; nodes: number; libraryPath: string; warmUp: number }
   | { type: "round"; runs: number }
   | { type: "close" };
 

@@ -13,8 +13,6 @@ import type { CpuReply, CpuRequest, CpuSubjectKind } from "./cpu-protocol.js";
 import { MemoryStore, memoryFetch, memoryRedisNode } from "./memory-store.js";
 import { createClient, type LockClient } from "./systems.js";
 
-const NODES = 5;
-
 let client: LockClient | undefined;
 let serial = 0;
 
@@ -30,8 +28,8 @@ async function once(subject: LockClient): Promise<void> {
   await subject.release(handle);
 }
 
-async function prepare(kind: CpuSubjectKind, libraryPath: string, warmUp: number): Promise<void> {
-  const stores = await Promise.all(Array.from({ length: NODES }, () => MemoryStore.create()));
+async function prepare(kind: CpuSubjectKind, n: number, libraryPath: string, warmUp: number): Promise<void> {
+  const stores = await Promise.all(Array.from({ length: n }, () => MemoryStore.create()));
   globalThis.fetch = memoryFetch(stores, globalThis.fetch);
   if (kind === "edge-redlock:memory" || kind === "edge-redlock:rest") {
     const library = (await import(pathToFileURL(libraryPath).href)) as typeof Library;
@@ -42,7 +40,7 @@ async function prepare(kind: CpuSubjectKind, libraryPath: string, warmUp: number
         : stores.map((_, i) => ({ url: `http://memory-${i}`, token: "memory" })),
     );
   } else {
-    client = await createClient({ id: kind, policy: "defaults", n: NODES }, { kind: "memory", stores });
+    client = await createClient({ id: kind, policy: "defaults", n }, { kind: "memory", stores });
   }
   for (let i = 0; i < warmUp; i++) await once(client);
   reply({ type: "ready" });
@@ -86,7 +84,7 @@ function edgeRedlockClient(library: typeof Library, nodes: Library.NodeConfig[])
 process.on("message", (message: CpuRequest) => {
   const work =
     message.type === "prepare"
-      ? prepare(message.kind, message.libraryPath, message.warmUp)
+      ? prepare(message.kind, message.nodes, message.libraryPath, message.warmUp)
       : message.type === "round"
         ? round(message.runs)
         : (client?.close() ?? Promise.resolve()).then(() => reply({ type: "closed" }, 0));

@@ -87,7 +87,7 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
   // longer warm-up ranged from 25 to 70 µs on the same machine.
   const perRound = smoke ? 50 : quick ? 300 : 5000;
   const rounds = smoke ? 2 : quick ? 3 : 7;
-  const warmUp = smoke ? 50 : quick ? 300 : 1000;
+  const warmUp = smoke ? 50 : 1000;
   part.method.push(
     `N = ${n} instant in-memory nodes. Each subject runs in a process of its own, as a user's process runs one lock library (in one process, a subject's rounds also paid for the garbage the others left). Process CPU (user + system, process.cpuUsage) over ${perRound} sequential acquire + release runs after ${warmUp} to warm up, ${rounds} interleaved rounds (one process at a time), median of rounds.`,
     "edge-redlock is src/index.ts bundled by esbuild (as an application bundler ships it), measured twice: with RedisNode objects answering from memory (library only), and through its fetch transport (restNode) with a fetch answering from memory (library + JSON over Request/Response).",
@@ -99,7 +99,7 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
     const libraryPath = await bundleLibrary(dir);
     // One at a time: a subject warming up would take CPU from another's round.
     for (const [i, subject] of SUBJECTS.entries())
-      await processes[i]!.ask({ type: "prepare", kind: subject.kind, libraryPath, warmUp });
+      await processes[i]!.ask({ type: "prepare", kind: subject.kind, nodes: n, libraryPath, warmUp });
     const perSubject = SUBJECTS.map(() => [] as number[]);
     for (let round = 0; round < rounds; round++) {
       for (let k = 0; k < SUBJECTS.length; k++) {
