@@ -177,7 +177,8 @@ export interface EndedHold {
  * the gate how long the hold lasted. With `requeue`, a client that expects to come back for the
  * lock gets a place at the back of the line in the same request, when others are waiting. With
  * `next`, the keys are handed over to that waiter when it is first in line and they are free
- * (see `handoff.ts`). Throws a {@link NodeError} for an answer of the wrong shape.
+ * (see `handoff.ts`); with `next.passOn`, they stay ours and are set again for it, its token being
+ * ours. Throws a {@link NodeError} for an answer of the wrong shape.
  */
 export async function releaseOnGate(
   node: RedisNode,
@@ -186,7 +187,7 @@ export async function releaseOnGate(
   hold: EndedHold,
   context: TaskContext,
   requeue?: { waiter: string; leaseMs: number },
-  next?: { token: string; ttlMs: number; waiter: string },
+  next?: { token: string; ttlMs: number; waiter: string; passOn?: boolean },
 ): Promise<GateRelease> {
   const reply = await runScript(
     node,
@@ -202,6 +203,7 @@ export async function releaseOnGate(
       next?.token ?? "",
       next?.ttlMs ?? 0,
       next?.waiter ?? "",
+      ...(next?.passOn ? ["1"] : []),
     ],
     context,
   );

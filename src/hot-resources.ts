@@ -53,6 +53,8 @@ export class HotResources {
    * listening its turn, or the turn told while it was not (see {@link listenForTurn}).
    */
   readonly #turns = new Map<string, { tell?: ((turn: Turn) => void) | undefined; told?: Turn | undefined }>();
+  /** Releases that passed a lock on, until their gate answered, by gate key (see {@link passingOn}). */
+  readonly #passing = new Map<string, { answered: Promise<void>; answerBy: number }>();
 
   /**
    * Whether an acquisition in this isolate is acquiring or holding `key` right now: the next
@@ -141,6 +143,31 @@ export class HotResources {
     waiter.tell = undefined;
     if (tell !== undefined) tell(turn);
     else waiter.told = turn;
+  }
+
+  /**
+   * A release of `key` from this isolate passed the lock on (see `handoff.ts`), and its gate will
+   * answer when `answered` settles, naming the waiter now first in line (see {@link turnOf}). The
+   * next holder has the lock already: a waiter further back whose sleep ends meanwhile waits for
+   * that answer (see {@link passOnAnswer}) rather than polling the gate to learn its place.
+   */
+  passingOn(key: string, answered: Promise<void>, answerBy: number): void {
+    if (this.#passing.size > 1024) this.#passing.clear();
+    const entry = { answered, answerBy };
+    this.#passing.set(key, entry);
+    void answered.then(() => {
+      if (this.#passing.get(key) === entry) this.#passing.delete(key);
+    });
+  }
+
+  /**
+   * The gate's answer to a release that passed `key` on, while it is on its way (see
+   * {@link passingOn}): by `answerBy` at most, as on Workers a promise of a request that has ended
+   * never settles.
+   */
+  passOnAnswer(key: string, now: number): Promise<void> | undefined {
+    const entry = this.#passing.get(key);
+    return entry !== undefined && entry.answerBy > now ? entry.answered : undefined;
   }
 
   /** The standing offer for `key`, taken up by the release about to send its requests, if there is one. */

@@ -70,7 +70,11 @@ export class Lock {
   readonly resources: readonly string[];
   /** The Redis keys (`keyPrefix + resource`), in the same order. */
   readonly keys: readonly string[];
-  /** The random token (160 bits) that identifies this holder on every node. Stays the same across extensions. */
+  /**
+   * The random token (160 bits) that identifies this holder on every node. Stays the same across
+   * extensions; a lock that a release passed on to the next holder in the same isolate keeps the
+   * releasing holder's token (see the README's "How waiting works").
+   */
   readonly token: string;
   /** The report of the attempt that acquired the lock. */
   readonly acquireReport: AttemptReport;
@@ -227,6 +231,22 @@ export class Lock {
       this.#controller.abort(new LockLostError("the lock was released"));
     }
     return this.#operations.release(this);
+  }
+
+  /** @internal Whether the lock was found lost, or may soon be (see {@link Lock.signal}). */
+  get lost(): boolean {
+    return this.#lostReason !== undefined;
+  }
+
+  /**
+   * @internal A lock passed on by a release (see `handoff.ts`): a quorum set its keys again, and
+   * it may claim what an acquisition sent at that release would have.
+   */
+  passedOn(deadline: number): void {
+    const later = Math.max(this.#deadline, deadline);
+    if (this.#released || this.#lostReason !== undefined || later === this.#deadline) return;
+    this.#deadline = later;
+    if (this.#controller !== undefined || this.options.onLockLost) this.#scheduleLossTimer();
   }
 
   /** @internal The TTL the keys were last set with: at acquisition, or by the last extension. */

@@ -45,6 +45,7 @@ import {
   type GateRole,
 } from "./operations/acquire.js";
 import { attemptFenced } from "./operations/acquire-fenced.js";
+import { takePassedOn } from "./operations/pass-on.js";
 import { summary } from "./operations/summary.js";
 import { MAX_DELAY_MS, type ResolvedOptions } from "./options.js";
 import { driftMs, refusalReason } from "./quorum.js";
@@ -94,11 +95,11 @@ export async function acquireWithWaiting(
   return new Acquisition(engine, request, maxAttempts, signal, operations).run();
 }
 
-/** An attempt that a release started for a waiter by handing it the lock, with its token. */
-interface HandedOver {
-  readonly attempt: Promise<AttemptResult>;
-  readonly token: string;
-}
+/**
+ * An attempt that a release started for a waiter by handing it the lock over, with its token; or
+ * the lock a release passed on (see `handoff.ts`).
+ */
+type HandedOver = { readonly attempt: Promise<AttemptResult>; readonly token: string } | { readonly passedOn: Lock };
 
 /** Numbers this process's acquisitions: their entries among a client's busy keys. */
 let acquisitions = 0;
@@ -411,10 +412,18 @@ class Acquisition {
       await this.#pause(ms);
       return undefined;
     }
-    const listening = this.#engine.hot.listenForTurn(this.#hotKey, this.#ticket);
+    const hot = this.#engine.hot;
+    const listening = hot.listenForTurn(this.#hotKey, this.#ticket);
     let turn: Turn | undefined;
     try {
       turn = await within(listening.turn, ms, this.#signal);
+      // A release of this isolate passed the lock on a moment ago: its gate's answer may name us
+      // first in line. Wait for it, a request deadline at most, rather than poll to learn as much.
+      const answer = turn === undefined ? hot.passOnAnswer(this.#hotKey, this.#o.clock.now()) : undefined;
+      if (answer !== undefined) {
+        const told = Promise.race([listening.turn, answer.then(() => undefined)]);
+        turn = await within(told, this.#o.requestTimeoutMs, this.#signal);
+      }
     } catch (reason) {
       this.#abandon(reason);
     } finally {
@@ -435,10 +444,25 @@ class Acquisition {
     let accepted: () => void = () => {};
     const acceptance = new Promise<void>((resolve) => (accepted = resolve));
     const token = randomToken();
+    const ttlMs = this.#request.ttlMs;
     const offer: HandoffOffer = {
       token,
-      ttlMs: this.#request.ttlMs,
+      ttlMs,
       waiter: this.#waiter,
+      quorum: this.#o.quorum,
+      validityMs: ttlMs - driftMs(ttlMs, this.#o.driftFactor),
+      takeOver: (passed) => {
+        const lock = takePassedOn(
+          this.#engine,
+          this.#request,
+          this.#attempts + 1,
+          passed,
+          this.#operations,
+          this.#polls,
+        );
+        handedOver = { passedOn: lock };
+        accepted();
+      },
       accept: (outcomes, sentAt) => {
         const role: GateRole = {
           index: this.#gate,
@@ -481,6 +505,8 @@ class Acquisition {
         until = held;
       }
     } catch (reason) {
+      // A lock passed on as we gave up is ours to release (to the next in line, most likely).
+      if (handedOver !== undefined && "passedOn" in handedOver) void handedOver.passedOn.release();
       this.#abandon(reason);
     } finally {
       hot.withdrawHandoff(this.#hotKey, offer);
@@ -517,6 +543,7 @@ class Acquisition {
 
   /** The attempt a release made for us by handing the lock over (see `#pauseOrTakeOver`). */
   async #takeOver(handedOver: HandedOver): Promise<Lock | undefined> {
+    if ("passedOn" in handedOver) return this.#takePassedOn(handedOver.passedOn);
     const result = await this.#fanOut(undefined, handedOver.attempt);
     if (result.lock) return result.lock;
     this.#checkAfterAttempt(result.report);
@@ -527,6 +554,22 @@ class Acquisition {
       this.#growPlaceholder(result.report, handedOver.token);
     }
     return undefined;
+  }
+
+  /**
+   * A lock a release passed on to us: ours without a request (the release's request to the gate
+   * took us out of its line). Released again when we gave up meanwhile.
+   */
+  #takePassedOn(lock: Lock): Lock {
+    this.#inLine = false;
+    if (this.#signal?.aborted) {
+      void lock.release();
+      this.#checkAbort();
+    }
+    this.#attempts++;
+    this.#polls = 0;
+    this.#reports.push(lock.acquireReport);
+    return lock;
   }
 
   /**

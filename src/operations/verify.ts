@@ -29,7 +29,8 @@ export async function verifyLock(
   // request left and the drift allowance, bounds what is left.
   const remaining = pttls.filter((p): p is number => p !== undefined && p > 0).sort((a, b) => b - a);
   const quorumPttl = remaining[o.quorum - 1];
-  const local = lock.remainingMs();
+  // A released lock is not held, even where its keys live on: a release may pass them on (see handoff.ts).
+  const local = lock.released ? 0 : lock.remainingMs();
   if (quorumPttl === undefined) {
     if (
       !report.ok &&

@@ -9,6 +9,7 @@ import {
   AbortedError,
   type Lock,
   LockHeldError,
+  LockLostError,
   NodeError,
   type RedisNode,
   Redlock,
@@ -27,6 +28,17 @@ beforeEach(() => {
 afterEach(() => {
   vi.useRealTimers();
 });
+
+/**
+ * A release's requests that handed the lock on to a waiter of its isolate, as a node other than
+ * the gate saw them: a hand-over (fresh keys for the next holder's token) or a pass-on (the
+ * releasing holder's keys set again for the next holder, see src/handoff.ts).
+ */
+function handedOn(log: readonly (readonly unknown[])[]): number {
+  return log.filter(
+    (args) => args[0] === "EVALSHA" && (args[1] === handOverScript.sha1 || args[1] === extendScript.sha1),
+  ).length;
+}
 
 /** C clients looping acquire → hold → release on one key, for `windowMs` of fake time. */
 async function hotKey(
@@ -604,7 +616,7 @@ describe("many callers in one isolate", () => {
     const other = nodes[(gateAt + 1) % 5] as FakeNode;
     expect({
       sets: other.log.filter((command) => command[0] === "SET").length,
-      handOvers: other.log.filter((command) => command[0] === "EVALSHA" && command[1] === handOverScript.sha1).length,
+      handOvers: handedOn(other.log),
     }).toEqual({ sets: 1, handOvers: 1 });
   });
 });
@@ -615,7 +627,8 @@ describe("a release in the same isolate", () => {
    * first in line behind it, with no hold recorded yet. A releases 300 ms in. (A's client sees the
    * nodes as another isolate does when `sameIsolate` is false.)
    */
-  async function releaseWithFirstInLine(sameIsolate: boolean, bSignal?: AbortSignal) {
+  /** A holds the lock for `holdMs` of its 2 s TTL, B waits first in line; then A releases. */
+  async function releaseWithFirstInLine(sameIsolate: boolean, bSignal?: AbortSignal, holdMs = 300) {
     const { nodes } = nodesWithGate(20);
     const a = new Redlock({ nodes: sameIsolate ? nodes : inAnotherIsolate(nodes), clock: fakeClock });
     const b = new Redlock({ nodes, clock: fakeClock });
@@ -636,12 +649,117 @@ describe("a release in the same isolate", () => {
         grant.error = error;
       },
     );
-    await vi.advanceTimersByTimeAsync(300);
+    await vi.advanceTimersByTimeAsync(holdMs);
     const releasedAt = Date.now();
     const requestsAtRelease = requestsTo(nodes);
     const released = aLock.release();
     return { nodes, aLock, released, bTurn, grant, releasedAt, requestsAtRelease };
   }
+
+  it("passes the lock itself on to the first in line there while it has most of its TTL left: held at once, and the keys are never free", async () => {
+    // A held 50 ms of its 2 s TTL. Its release passes the lock on: B holds it as the release is
+    // sent, with A's token, claiming no more than A could; the release's requests set the keys
+    // again for B's TTL and delete nothing, and once they are back B claims what an acquisition
+    // sent at the release would have.
+    const passed = await releaseWithFirstInLine(true, undefined, 50);
+    const { grant, nodes, aLock } = passed;
+    const aRemaining = aLock.remainingMs();
+    await vi.advanceTimersByTimeAsync(0);
+    const lock = grant.lock as Lock;
+    expect(grant.at).toBe(passed.releasedAt);
+    expect(lock.token).toBe(aLock.token);
+    // B sent nothing: the requests since the release are the release's own, one per node.
+    expect(grant.requestsBefore - passed.requestsAtRelease).toBe(5);
+    expect(lock.remainingMs()).toBeLessThanOrEqual(aRemaining);
+    const validity = 2000 - (Math.floor(2000 * 0.01) + 2);
+    expect(lock.remainingMs()).toBeGreaterThanOrEqual(0.9 * validity);
+    const claimedAtOnce = lock.remainingMs();
+    for (let t = 0; t < 30; t += 5) {
+      for (const node of nodes) expect(node.get("k"), `${node.id} at +${t} ms`).toBe(lock.token);
+      await vi.advanceTimersByTimeAsync(5);
+    }
+    expect(await resolvesOnFakeTime(passed.released, 1_000)).toBe(true);
+    expect((await passed.released).released).toBeGreaterThanOrEqual(3);
+    // Confirmed by the answers: validity from the release's send.
+    expect(lock.remainingMs()).toBeGreaterThan(claimedAtOnce);
+    expect(lock.remainingMs()).toBeLessThanOrEqual(validity - 30);
+    expect(Math.min(...nodes.map((n) => n.gateStore.pttl("k")))).toBeGreaterThanOrEqual(lock.remainingMs());
+    // A released its lock: it is not held any more, though its token lives on.
+    const verified = aLock.verify();
+    expect(await resolvesOnFakeTime(verified, 1_000)).toBe(true);
+    expect((await verified).held).toBe(false);
+    // B's release (nobody waits) frees the key everywhere.
+    expect(await resolvesOnFakeTime(lock.release(), 5_000)).toBe(true);
+    for (const node of nodes) expect(node.get("k")).toBeUndefined();
+  });
+
+  it("a lock passed on whose token a quorum turns out not to hold any more is lost as the answers come back", async () => {
+    // The keys ran out on 3 nodes behind A's back (a restart without persistence, say): A's local
+    // deadline still says valid, and its release passes the lock on. The answers tell B's lock
+    // that no quorum holds the token: its signal aborts with a LockLostError.
+    const passed = await releaseWithFirstInLine(true, undefined, 50);
+    for (const node of passed.nodes.slice(0, 3)) node.store.delete("k");
+    await vi.advanceTimersByTimeAsync(0);
+    const lock = passed.grant.lock as Lock;
+    expect(lock.token).toBe(passed.aLock.token);
+    const signal = lock.signal;
+    expect(signal.aborted).toBe(false);
+    expect(await resolvesOnFakeTime(passed.released, 1_000)).toBe(true);
+    expect(signal.aborted).toBe(true);
+    expect(signal.reason).toBeInstanceOf(LockLostError);
+    expect(() => lock.assertHeld()).toThrow(LockLostError);
+    await resolvesOnFakeTime(lock.release(), 5_000);
+  });
+
+  it("a lock passed on keeps its key on the gate when the release's request to the gate failed: no second release of it there", async () => {
+    // A release the gate failed is sent to it again (see below), and it deletes the releasing
+    // token: for a lock passed on, that token is the next holder's, and the gate one of its nodes.
+    const { nodes, gate } = nodesWithGate(20);
+    let failures = 0;
+    const flakyGate: RedisNode = {
+      id: gate.id,
+      command: (args, signal) => {
+        if (args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1 && args.at(-1) === "1" && failures === 0) {
+          failures++;
+          return Promise.reject(new NodeError(gate.id, "connection reset"));
+        }
+        return gate.command(args, signal);
+      },
+    };
+    const shared = nodes.map((n) => (n === gate ? flakyGate : n));
+    const [a, b] = [0, 1].map(() => new Redlock({ nodes: shared, clock: fakeClock })) as [Redlock, Redlock];
+    const aAcquiring = a.acquire("k", 2000);
+    await vi.advanceTimersByTimeAsync(20);
+    const aLock = await aAcquiring;
+    let bLock: Lock | undefined;
+    const bTurn = b.acquire("k", 2000).then((lock) => {
+      bLock = lock;
+    });
+    await vi.advanceTimersByTimeAsync(50);
+    expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn]), 1_000)).toBe(true);
+    expect(bLock?.token).toBe(aLock.token);
+    expect(await resolvesOnFakeTime(a.settled(), 5_000)).toBe(true);
+    expect(failures).toBe(1);
+    for (const node of nodes) expect(node.get("k"), node.id).toBe(bLock?.token);
+    expect(await resolvesOnFakeTime((bLock as Lock).release(), 5_000)).toBe(true);
+  });
+
+  it("a waiter that asks for a longer TTL than the holder's keys were set with gets fresh keys, not the lock passed on", async () => {
+    const { nodes } = nodesWithGate(20);
+    const [a, b] = [0, 1].map(() => new Redlock({ nodes, clock: fakeClock })) as [Redlock, Redlock];
+    const aAcquiring = a.acquire("k", 2000);
+    await vi.advanceTimersByTimeAsync(20);
+    const aLock = await aAcquiring;
+    let bLock: Lock | undefined;
+    const bTurn = b.acquire("k", 4000).then((lock) => {
+      bLock = lock;
+    });
+    await vi.advanceTimersByTimeAsync(50);
+    expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn]), 5_000)).toBe(true);
+    expect(bLock?.token).not.toBe(aLock.token);
+    for (const node of nodes) expect(node.get("k")).toBe(bLock?.token);
+    expect(await resolvesOnFakeTime((bLock as Lock).release(), 5_000)).toBe(true);
+  });
 
   it("hands the lock over to the first in line there: the release's own requests set its keys, a round trip sooner", async () => {
     // The release's requests delete A's key and set B's in one script per node: B holds the lock
@@ -690,7 +808,7 @@ describe("a release in the same isolate", () => {
       expect(other.get("hot")).toBe(bLock?.token);
       return {
         sets: since.filter((args) => args[0] === "SET").length,
-        handOvers: since.filter((args) => args[0] === "EVALSHA" && args[1] === handOverScript.sha1).length,
+        handOvers: handedOn(since),
       };
     };
     expect(await setsWhileWaiting(true)).toEqual({ sets: 0, handOvers: 1 });
@@ -814,8 +932,7 @@ describe("a release in the same isolate", () => {
     expect(lineGrants).toBeGreaterThan(40);
     // Most turns were handed over (a node other than the gate saw a hand-over for them)...
     const other = nodes[(gateIndex(["k"], 5) + 1) % 5] as FakeNode;
-    const handOvers = other.log.filter((args) => args[0] === "EVALSHA" && args[1] === handOverScript.sha1);
-    expect(handOvers.length).toBeGreaterThan((lineGrants + outsiderGrants) / 2);
+    expect(handedOn(other.log)).toBeGreaterThan((lineGrants + outsiderGrants) / 2);
     // ...and the outsider had at least half a line member's share.
     expect(outsiderGrants).toBeGreaterThanOrEqual(Math.floor(lineGrants / 12));
   });
@@ -997,9 +1114,11 @@ describe("giving up in line", () => {
     const before = gate.log.length;
     await run(aLock.release());
     const release = gate.log.slice(before).find((args) => args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1);
-    // ARGV: token, n, TTL, the kept place's waiter id, its lease, the hold's lead, and the token,
-    // TTL and waiter id of a hand-over.
-    const place = String(release?.at(-6));
+    // EVALSHA, sha, 4 keys (the lock's and the gate's 3), then ARGV: token, n, TTL, the kept
+    // place's waiter id (ARGV[4]), its lease, the hold's lead, and the token, TTL and waiter id
+    // (ARGV[9]) of a hand-over.
+    const argv = (args: readonly unknown[] | undefined, i: number) => String(args?.[2 + 4 + i]);
+    const place = argv(release, 4);
     expect(place.length).toBeGreaterThan(8);
     // A comes back at once: no poll to join the line (without a kept place, a client coming back
     // for a hot key polls the gate at once); it sleeps from the place its release made.
@@ -1016,11 +1135,11 @@ describe("giving up in line", () => {
     await run(bLock.release());
     const again = await run(aAgain);
     // A stood first in line in the kept place, and B's release handed the lock over to it there
-    // (its last ARGV: the waiter id it hands over to). A sent no poll with a new waiter id.
+    // (ARGV[9]: the waiter id it hands over to). A sent no poll with a new waiter id.
     const bRelease = gate.log
       .slice(bReleasing)
       .find((args) => args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1);
-    expect(String(bRelease?.at(-1))).toBe(place);
+    expect(argv(bRelease, 9)).toBe(place);
     expect(gate.get("k")).toBe(again.token);
     const fresh = new Set(
       pollsSince(comeBack)

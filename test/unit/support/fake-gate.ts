@@ -200,13 +200,15 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
   }
   let handed = 0;
   let ahead = waiting;
-  const [, , , , , , next, nextTtl, nextWaiter] = argv;
+  const [, , , , , , next, nextTtl, nextWaiter, passOn] = argv;
   if (next) {
     purge(state, now);
     const rank = rankOf(state, nextWaiter as string);
     const free =
-      (rank === 0 || (rank === -1 && state.queue.size === 0)) &&
-      keys.slice(0, n).every((key) => store.get(key) === undefined);
+      passOn === "1"
+        ? deleted === n
+        : (rank === 0 || (rank === -1 && state.queue.size === 0)) &&
+          keys.slice(0, n).every((key) => store.get(key) === undefined);
     if (free) {
       for (const key of keys.slice(0, n)) store.set(key, next, Number(nextTtl));
       state.queue.delete(nextWaiter as string);
@@ -218,7 +220,7 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
       state.polled = false;
       state.written = true;
       handed = 1;
-      if (rank === 0) ahead--;
+      if (rank >= 0) ahead--;
     }
   }
   let ticket = 0;
