@@ -25,6 +25,15 @@ export interface UnbackedClaim {
   readonly t: number;
   /** Nodes that may still hold the token then. */
   readonly holders: readonly number[];
+  /**
+   * Nodes whose log shows the grant's own release (a release script called with its token)
+   * arriving at or before `t`, and by how much, in ms. The release was invoked no earlier than the
+   * end of the claim, so in real time it reached every node after `t`: an entry here means the
+   * client's clock ran ahead of the nodes' by at least that much, and what the replay saw
+   * "gone" at `t` on those nodes is the holder's own release, not a lost key. Present only when
+   * non-empty.
+   */
+  readonly ownReleaseLoggedEarly?: readonly { readonly node: number; readonly earlyMs: number }[];
 }
 
 /** What the log half of checker 2 found. */
@@ -65,8 +74,26 @@ export function checkBacking(
       if (replay.mayHold(query.key, query.lock, query.t)) query.holders.push(node);
     }
   }
+  // Where each token's own release first reached each node, by the node's clock.
+  const releasedAt = new Map<string, Map<number, number>>();
+  for (const [node, events] of streams) {
+    for (const e of events) {
+      if (e.f !== "monitor" || e.source !== "client" || e.script !== "release" || !e.key || !e.value) continue;
+      const id = `${e.key}|${e.value}`;
+      const perNode = releasedAt.get(id) ?? new Map<number, number>();
+      if (!perNode.has(node)) perNode.set(node, e.t);
+      releasedAt.set(id, perNode);
+    }
+  }
   const anomalies = queries
     .filter((q) => q.holders.length < needed)
-    .map((q) => ({ process: q.process, resource: q.key, lock: q.lock, t: q.t, holders: q.holders }));
+    .map((q): UnbackedClaim => {
+      const early = [...(releasedAt.get(`${q.key}|${q.lock}`) ?? new Map<number, number>())]
+        .filter(([, t]) => t <= q.t)
+        .map(([node, t]) => ({ node, earlyMs: q.t - t }))
+        .sort((a, b) => a.node - b.node);
+      const anomaly = { process: q.process, resource: q.key, lock: q.lock, t: q.t, holders: q.holders };
+      return early.length > 0 ? { ...anomaly, ownReleaseLoggedEarly: early } : anomaly;
+    });
   return { checked: queries.length, anomalies };
 }
