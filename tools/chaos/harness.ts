@@ -198,6 +198,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     if (scenario.fencing) await initializeFencingOn(lockNodes);
     const monitors = await startMonitors({ ports: lockNodes.map((n) => n.redisPort), keyPrefix, emit });
     cleanups.push(() => monitors.close());
+    await recordNodeClocks(lockNodes, emit);
 
     const resources = scenario.hotKey ? [`${keyPrefix}hot`] : [`${keyPrefix}r0`, `${keyPrefix}r1`];
     let nextClient = 0;
@@ -300,6 +301,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       data: { workloadMs: workloadUntil - started },
     });
     await scanLeftovers(cluster, scenario, keyPrefix, emit);
+    await recordNodeClocks(lockNodes, emit);
     // MONITOR lines trail the commands: wait until every stream shows a marker sent now. A stream
     // read short of its end (the fixed 100 ms pause this replaces, on a loaded machine) lacks the
     // last grants' writes, which checker 2's log half reads as keys the nodes never held: false
@@ -432,6 +434,53 @@ async function failOver(
   }
   proxy.retarget(0, replica.url, replica.token);
   await monitors.reconnect(0, "gap", replica.redisPort);
+}
+
+/**
+ * Records each lock node's clock against the harness clock (`clock-offset` with `node`): the
+ * MONITOR time stamps the replay reads are the node's, the claims it checks them against are the
+ * clients', and the clients' own handshake only compares them with the harness. Best of a few
+ * `TIME` round trips straight to the redis-server; a node that does not answer (killed by the
+ * schedule) is skipped.
+ */
+async function recordNodeClocks(
+  nodes: readonly { redisPort: number }[],
+  emit: (e: HistoryEvent) => void,
+): Promise<void> {
+  await Promise.all(
+    nodes.map(async (node, i) => {
+      const redis = new Redis({
+        host: "127.0.0.1",
+        port: node.redisPort,
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+        connectTimeout: 500,
+        commandTimeout: 500,
+      });
+      redis.on("error", () => {});
+      try {
+        await redis.connect();
+        let best: { offsetMs: number; uncertaintyMs: number } | undefined;
+        for (let k = 0; k < 10; k++) {
+          const sentAt = harnessNow();
+          const [sec, usec] = await redis.time();
+          const receivedAt = harnessNow();
+          const estimate = {
+            offsetMs: Number(sec) * 1000 + Number(usec) / 1000 - (sentAt + receivedAt) / 2,
+            uncertaintyMs: (receivedAt - sentAt) / 2,
+          };
+          if (!best || estimate.uncertaintyMs < best.uncertaintyMs) best = estimate;
+        }
+        if (best)
+          emit({ t: harnessNow(), process: "harness", type: "info", f: "clock-offset", data: { node: i, ...best } });
+      } catch {
+        // a node killed by the schedule: no clock to read
+      } finally {
+        redis.disconnect();
+      }
+    }),
+  );
 }
 
 /** Records the lock keys left on the nodes after every client finished, and their longest PTTL. */
