@@ -6,8 +6,11 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTcpProxy, type TcpProxy } from "../../tools/bench/tcp-proxy.js";
-import type { HistoryEvent } from "../../tools/chaos/history.js";
+import { monitorStreams, NodeReplay } from "../../tools/chaos/checkers/replay.js";
+import { harnessNow } from "../../tools/chaos/clock.js";
+import { type HistoryEvent, tokenId } from "../../tools/chaos/history.js";
 import { startMonitors } from "../../tools/chaos/monitor.js";
+import { applyFault, type NemesisContext } from "../../tools/chaos/nemesis.js";
 import { startNodes } from "../../tools/nodes/index.js";
 import { isProcessAlive } from "../../tools/nodes/process-utils.js";
 
@@ -80,6 +83,42 @@ describe("MONITOR streams at the end of a run", () => {
       await expect(monitors.drain(1_000)).rejects.toThrow(/did not catch up/);
     } finally {
       admin.disconnect();
+      await monitors.close();
+    }
+  });
+});
+
+describe("MONITOR streams across a node restart", () => {
+  it("a restart's reset covers the keys clients set before the MONITOR was open again", async () => {
+    const history: HistoryEvent[] = [];
+    const monitors = await monitor(redisPort(), history);
+    const token = "token-set-in-the-gap";
+    let setAt = 0;
+    // A client's SET lands on the restarted node before the nemesis re-opens its MONITOR.
+    const cluster0 = {
+      restart: async (i: number) => {
+        await cluster.restart(i);
+        const direct = new Redis({ host: "127.0.0.1", port: redisPort() });
+        try {
+          await direct.set("lag:gap", token, "PX", 10_000);
+          setAt = harnessNow();
+        } finally {
+          direct.disconnect();
+        }
+      },
+    };
+    const ctx = { cluster: cluster0, monitors, emit: (e: HistoryEvent) => void history.push(e) };
+    try {
+      await applyFault(ctx as unknown as NemesisContext, {
+        atMs: 0,
+        durationMs: 0,
+        fault: { id: 1, kind: "restart-now", nodes: [0] },
+      });
+      // The node held the key from setAt on; the replay, cut there, must not rule it out.
+      const replay = new NodeReplay(10_000);
+      for (const e of monitorStreams(history).get(0) ?? []) if (e.t <= setAt) replay.apply(e);
+      expect(replay.mayHold("lag:gap", tokenId(token), setAt)).toBe(true);
+    } finally {
       await monitors.close();
     }
   });

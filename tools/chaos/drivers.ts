@@ -244,8 +244,9 @@ async function kleppmann(ctx: DriverContext, amnesia: "restart-now" | "clock-jum
   await a.perform({ op: "read" });
   if (amnesia === "restart-now") {
     await fault(ctx, { kind: "restart-now", nodes: [forgetful] }, async () => {
+      const since = harnessNow();
       await ctx.cluster.restart(forgetful);
-      await ctx.monitors.reconnect(forgetful, "empty");
+      await ctx.monitors.reconnect(forgetful, "empty", undefined, since);
     });
   } else {
     const jumpMs = ctx.ttlMs * 2;

@@ -38,8 +38,12 @@ export interface Monitors {
   /**
    * Re-opens node i's MONITOR (after a restart, or on another port after a failover) and records
    * a `monitor-reset`: `empty` when the node came back without state, `gap` when lines were missed.
+   * `since` (harness time, default now): when the node could first run commands the stream did not
+   * show, i.e. before the restart or the failover began. A restarted node serves clients before
+   * its MONITOR is open again: a reset stamped only then left the replay with the node's state
+   * from before its restart, without the keys clients set in between.
    */
-  reconnect(node: number, reason: "empty" | "gap", port?: number): Promise<void>;
+  reconnect(node: number, reason: "empty" | "gap", port?: number, since?: number): Promise<void>;
   /**
    * Waits until every running node's stream has caught up with now: an `ECHO` of a fresh marker,
    * sent to each node, shows up in its MONITOR stream. A node that does not answer the `ECHO`
@@ -160,16 +164,18 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
 
   await Promise.all(ports.map((_, i) => open(i)));
   return {
-    async reconnect(node, reason, port) {
+    async reconnect(node, reason, port, since) {
       connections[node]?.destroy();
       if (port !== undefined) ports[node] = port;
       scripts[node] = known();
       // The reset takes its place in the stream before any line of the new connection, and its
-      // time after the connection is open: whatever happened before is covered by the reset.
+      // time is when the node may first have run a command the stream missed: from then on, the
+      // replay does not know the node's keys.
       const seq = seqs[node] ?? 0;
       seqs[node] = seq + 1;
       await open(node);
-      options.emit({ t: harnessNow(), process: `node${node}`, type: "info", f: "monitor-reset", node, seq, reason });
+      const t = Math.min(since ?? Number.POSITIVE_INFINITY, harnessNow());
+      options.emit({ t, process: `node${node}`, type: "info", f: "monitor-reset", node, seq, reason });
     },
     async drain(timeoutMs) {
       await Promise.all(

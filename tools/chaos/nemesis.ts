@@ -189,20 +189,25 @@ export async function applyFault(
       ctx.proxy.remove(fault.id);
       end(fault);
       return;
-    case "restart-now":
+    case "restart-now": {
       start(fault);
+      // The restarted node serves clients before its MONITOR is open again.
+      const since = harnessNow();
       await ctx.cluster.restart(node);
-      await ctx.monitors.reconnect(node, "empty");
+      await ctx.monitors.reconnect(node, "empty", undefined, since);
       end(fault);
       return;
-    case "restart-delayed":
+    }
+    case "restart-delayed": {
       start(fault);
       await ctx.cluster.kill(node);
       await sleep(scheduled.durationMs);
+      const since = harnessNow();
       await ctx.cluster.restart(node);
-      await ctx.monitors.reconnect(node, "empty");
+      await ctx.monitors.reconnect(node, "empty", undefined, since);
       end(fault);
       return;
+    }
     case "pause-node":
       start(fault);
       ctx.cluster.pause(node);
