@@ -57,6 +57,8 @@ export interface LockInit {
   readonly fence?: string | undefined;
   /** See {@link Lock.gateLeadMs}. */
   readonly gateLeadMs?: number | undefined;
+  /** Whether the gate node holds the token, when the acquisition's outcome there does not say (see {@link Lock.holdsGate}). */
+  readonly gateHeld?: boolean | undefined;
 }
 
 /**
@@ -112,6 +114,7 @@ export class Lock {
   #extensions = 0;
   #released = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  #gateHeld: boolean | undefined;
 
   /** @internal Use `Redlock.acquire()`. */
   constructor(init: LockInit) {
@@ -128,6 +131,7 @@ export class Lock {
     this.#operations = init.operations;
     this.#deadline = init.deadline;
     this.#lastTtlMs = init.ttlMs;
+    this.#gateHeld = init.gateHeld;
     // The loss timer exists only for someone who listens: the signal (created on first use) or
     // the onLockLost hook. A lock nobody watches costs no timer.
     if (this.options.onLockLost) this.#scheduleLossTimer();
@@ -247,6 +251,19 @@ export class Lock {
     if (this.#released || this.#lostReason !== undefined || later === this.#deadline) return;
     this.#deadline = later;
     if (this.#controller !== undefined || this.options.onLockLost) this.#scheduleLossTimer();
+  }
+
+  /**
+   * @internal Whether the gate node (at `index`) is known to hold the token: a release passes the
+   * lock on only then (see `handoff.ts`), as a pass-on never sets a key the gate does not hold.
+   */
+  holdsGate(index: number): boolean {
+    return this.#gateHeld ?? this.acquireFan.knownOutcome(index)?.outcome === "acquired";
+  }
+
+  /** @internal A pass-on's request to the gate set the keys again (see {@link Lock.holdsGate}). */
+  gateConfirmed(): void {
+    this.#gateHeld = true;
   }
 
   /** @internal The TTL the keys were last set with: at acquisition, or by the last extension. */

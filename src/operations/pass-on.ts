@@ -5,6 +5,7 @@
  */
 import type { Engine } from "../engine.js";
 import { LockLostError } from "../errors.js";
+import { gateIndex } from "../gate.js";
 import type { PassedOn } from "../handoff.js";
 import { Lock, type LockOperations } from "../lock.js";
 import { driftMs } from "../quorum.js";
@@ -51,14 +52,17 @@ export function takePassedOn(
     report,
     operations,
     acquireFan: passed.acquireFan,
+    gateHeld: false,
   });
   const confirmed = passed.sentAt + ttlMs - driftMs(ttlMs, options.driftFactor);
   let yes = 0;
   let no = 0;
   const count = engine.nodes.length;
+  const gate = gateIndex(keys, count);
   for (let i = 0; i < count; i++) {
     passed.outcomes(i).then(
       (outcome) => {
+        if (outcome === "acquired" && i === gate) lock.gateConfirmed();
         if (outcome === "acquired") {
           if (++yes === options.quorum) lock.passedOn(confirmed);
         } else if (outcome === "held" && ++no > count - options.quorum) {

@@ -19,6 +19,8 @@ interface PassableLock {
   readonly deadline: number;
   readonly quorum: number;
   readonly acquireFan: AcquireFan;
+  /** Whether the gate node is known to hold the token (see `Lock.holdsGate`). */
+  readonly gateHeld: boolean;
 }
 
 /** How long a resource counts as contended after a release found waiters in line, in ms. */
@@ -65,7 +67,7 @@ async function releaseOrPassOn(
   const next = engine.hot.claimHandoff(hotKey);
   const handoff = next && new HandoffOutcomes(next, engine.nodes.length);
   const sentAt = o.clock.now();
-  const passOn = next && lock ? passOnDeadline(next, { ...lock, lastTtlMs: hold.ttlMs }, sentAt) : undefined;
+  const passOn = next && lock?.gateHeld ? passOnDeadline(next, { ...lock, lastTtlMs: hold.ttlMs }, sentAt) : undefined;
   let gateAnswered = () => {};
   if (passOn !== undefined)
     engine.hot.passingOn(hotKey, new Promise<void>((resolve) => (gateAnswered = resolve)), sentAt + o.requestTimeoutMs);
@@ -187,7 +189,12 @@ export async function releaseLock(engine: Engine, lock: Lock): Promise<ReleaseRe
   // A lock that may have been lost, or a fenced one (its grant is a fence token's), is not passed on.
   const passable =
     lock.fence === undefined && !lock.lost
-      ? { deadline: now + lock.remainingMs(), quorum: lock.options.quorum, acquireFan: fan }
+      ? {
+          deadline: now + lock.remainingMs(),
+          quorum: lock.options.quorum,
+          acquireFan: fan,
+          gateHeld: lock.holdsGate(gateIndex(lock.keys, engine.nodes.length)),
+        }
       : undefined;
   const { result, passedOn } = await releaseOrPassOn(
     engine,

@@ -30,6 +30,9 @@ import type { Script } from "./script.js";
  * passes its keys on sets them again, with its own token, whenever they were all ours, wherever
  * the waiter stands in line: the next holder already holds the lock (it was granted on the
  * releasing holder's quorum), and a gate that freed the key would leave it fewer nodes than that.
+ * Where the keys were not ours (the gate lost them, or never had them), it sets nothing, but takes
+ * the waiter out of the line all the same: it holds the lock, and a line headed by it would wait
+ * for its lease to run out.
  *
  * A release that deleted our keys notes the time, counts a turn (waiters see the line move by
  * it), and measures the interval since the previous release with waiters in line (the line's
@@ -146,6 +149,12 @@ if ARGV[7] and ARGV[7] ~= "" then
     if rank then
       ahead = waiting - 1
     end
+  elseif ARGV[10] == "1" then
+    redis.call("ZREM", KEYS[n + 1], ARGV[9])
+    redis.call("ZREM", KEYS[n + 2], ARGV[9])
+    if rank then
+      ahead = waiting - 1
+    end
   end
 end
 local ticket = 0
@@ -171,5 +180,5 @@ local function stat(field)
   return tonumber(redis.call("HGET", stats, field) or "0")
 end
 return {deleted, ahead, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns"), handed, head}`,
-  sha1: "11b187b576a8daaedbd135be1ec8bc5a8c55687e",
+  sha1: "31cb0e487ee1dce173a0444c71d11b87fd77e5e7",
 });

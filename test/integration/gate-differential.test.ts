@@ -502,10 +502,12 @@ describe("handing a lock over in its release", () => {
     expect((await both("w2", "wait", "-")).rank).toBe(0);
     expect((await both("w3", "wait", "-")).rank).toBe(1);
 
-    // A token the key does not hold passes nothing on, and sets nothing.
+    // A token the key does not hold passes nothing on and sets nothing, but its waiter, who holds
+    // the lock on the other nodes, leaves the line: w3 is first now.
     const stale = await passOn(t4, "w2");
     expect(stale.real).toMatchObject({ outcome: "not-held", handedOver: false });
     expect(stale.value).toBe(t1);
+    expect((await both("w3", "wait", "-")).rank).toBe(0);
   });
 
   it("the hand-over script deletes the releasing token's keys and sets the next holder's only where every key is free", async () => {

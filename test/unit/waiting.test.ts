@@ -744,6 +744,43 @@ describe("a release in the same isolate", () => {
     expect(await resolvesOnFakeTime((bLock as Lock).release(), 5_000)).toBe(true);
   });
 
+  it("a lock not known to hold its gate is handed over with fresh keys, not passed on", async () => {
+    // A pass-on sets the keys again only where they hold the token: a gate without it would stay
+    // out of step with the lock, its line headed by a waiter that holds the lock without it (the
+    // bench's 4 client processes, now and then: 4 handoffs a second instead of 11). A's SET on the
+    // gate was applied but its answer lost: A holds the lock on the other four, and does not know
+    // of the gate. Its release hands the lock over with B's own token, which the gate takes too.
+    const { nodes, gate } = nodesWithGate(20);
+    let lost = 0;
+    const flakyGate: RedisNode = {
+      id: gate.id,
+      command: async (args, signal) => {
+        const reply = await gate.command(args, signal);
+        if (args[0] === "SET" && lost === 0) {
+          lost++;
+          throw new NodeError(gate.id, "connection reset");
+        }
+        return reply;
+      },
+    };
+    const shared = nodes.map((n) => (n === gate ? flakyGate : n));
+    const [a, b] = [0, 1].map(() => new Redlock({ nodes: shared, clock: fakeClock })) as [Redlock, Redlock];
+    const aAcquiring = a.acquire("k", 2000);
+    await vi.advanceTimersByTimeAsync(20);
+    const aLock = await aAcquiring;
+    expect(lost).toBe(1);
+    expect(gate.get("k")).toBe(aLock.token);
+    let bLock: Lock | undefined;
+    const bTurn = b.acquire("k", 2000).then((lock) => {
+      bLock = lock;
+    });
+    await vi.advanceTimersByTimeAsync(50);
+    expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn]), 5_000)).toBe(true);
+    expect(bLock?.token).not.toBe(aLock.token);
+    for (const node of nodes) expect(node.get("k"), node.id).toBe(bLock?.token);
+    expect(await resolvesOnFakeTime((bLock as Lock).release(), 5_000)).toBe(true);
+  });
+
   it("a waiter that asks for a longer TTL than the holder's keys were set with gets fresh keys, not the lock passed on", async () => {
     const { nodes } = nodesWithGate(20);
     const [a, b] = [0, 1].map(() => new Redlock({ nodes, clock: fakeClock })) as [Redlock, Redlock];

@@ -221,6 +221,10 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
       state.written = true;
       handed = 1;
       if (rank >= 0) ahead--;
+    } else if (passOn === "1") {
+      state.queue.delete(nextWaiter as string);
+      state.leases.delete(nextWaiter as string);
+      if (rank >= 0) ahead--;
     }
   }
   let ticket = 0;
