@@ -449,16 +449,7 @@ async function recordNodeClocks(
 ): Promise<void> {
   await Promise.all(
     nodes.map(async (node, i) => {
-      const redis = new Redis({
-        host: "127.0.0.1",
-        port: node.redisPort,
-        lazyConnect: true,
-        maxRetriesPerRequest: 0,
-        retryStrategy: () => null,
-        connectTimeout: 500,
-        commandTimeout: 500,
-      });
-      redis.on("error", () => {});
+      const redis = directConnection(node.redisPort, { connectTimeout: 500, commandTimeout: 500 });
       try {
         await redis.connect();
         let best: { offsetMs: number; uncertaintyMs: number } | undefined;
@@ -483,6 +474,20 @@ async function recordNodeClocks(
   );
 }
 
+/** A connection straight to a redis-server that fails at once instead of retrying: the node may be down. */
+function directConnection(port: number, timeouts: { connectTimeout?: number; commandTimeout?: number } = {}): Redis {
+  const redis = new Redis({
+    host: "127.0.0.1",
+    port,
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    ...timeouts,
+  });
+  redis.on("error", () => {});
+  return redis;
+}
+
 /** Records the lock keys left on the nodes after every client finished, and their longest PTTL. */
 async function scanLeftovers(
   cluster: NodeCluster,
@@ -493,14 +498,7 @@ async function scanLeftovers(
   let keys = 0;
   let maxPttlMs = 0;
   for (const node of cluster.nodes.slice(0, scenario.replicated ? 2 : scenario.nodes)) {
-    const redis = new Redis({
-      host: "127.0.0.1",
-      port: node.redisPort,
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: () => null,
-    });
-    redis.on("error", () => {});
+    const redis = directConnection(node.redisPort);
     try {
       await redis.connect();
       for (const key of await redis.keys(`${keyPrefix}*`)) {
