@@ -12,16 +12,7 @@ import type { ResolvedOptions } from "../options.js";
 import { isFailure } from "../quorum.js";
 import type { NodeOutcome } from "../report.js";
 import { randomToken } from "../token.js";
-import { type AcquireFan, cleanUpAcquisition, mayHaveApplied } from "./cleanup.js";
-
-/** What a release needs to pass its lock on (see `handoff.ts`): the lock's claim and first acquisition. */
-interface PassableLock {
-  readonly deadline: number;
-  readonly quorum: number;
-  readonly acquireFan: AcquireFan;
-  /** Whether the gate node is known to hold the token (see `Lock.holdsGate`). */
-  readonly gateHeld: boolean;
-}
+import { cleanUpAcquisition, mayHaveApplied } from "./cleanup.js";
 
 /** How long a resource counts as contended after a release found waiters in line, in ms. */
 const HOT_AFTER_RELEASE_MS = 2000;
@@ -42,7 +33,11 @@ export async function releaseKeys(
   return (await releaseOrPassOn(engine, o, resources, keys, token, hold)).result;
 }
 
-/** {@link releaseKeys}, which may also pass `lock` on to the next waiter of the isolate (see `handoff.ts`). */
+/**
+ * {@link releaseKeys}, which may also pass `lock` on to the next waiter of the isolate (see
+ * `handoff.ts`): not a lock that may have been lost, nor a fenced one (its grant is a fence
+ * token's), nor one whose gate is not known to hold its token.
+ */
 async function releaseOrPassOn(
   engine: Engine,
   o: ResolvedOptions,
@@ -50,7 +45,7 @@ async function releaseOrPassOn(
   keys: readonly string[],
   token: string,
   hold: EndedHold,
-  lock?: PassableLock,
+  lock?: Lock,
 ): Promise<{ result: ReleaseResult; passedOn: boolean }> {
   // The gate node also says how many wait in line: this client's next acquisition of the same
   // resource then queues up behind them instead of jumping the line (see waiting.ts). A client
@@ -67,7 +62,14 @@ async function releaseOrPassOn(
   const next = engine.hot.claimHandoff(hotKey);
   const handoff = next && new HandoffOutcomes(next, engine.nodes.length);
   const sentAt = o.clock.now();
-  const passOn = next && lock?.gateHeld ? passOnDeadline(next, { ...lock, lastTtlMs: hold.ttlMs }, sentAt) : undefined;
+  const passable = next && lock && lock.fence === undefined && !lock.lost && lock.holdsGate(gate);
+  const passOn = passable
+    ? passOnDeadline(
+        next,
+        { deadline: sentAt + lock.remainingMs(), lastTtlMs: lock.lastTtlMs, quorum: lock.options.quorum },
+        sentAt,
+      )
+    : undefined;
   let gateAnswered = () => {};
   if (passOn !== undefined)
     engine.hot.passingOn(hotKey, new Promise<void>((resolve) => (gateAnswered = resolve)), sentAt + o.requestTimeoutMs);
@@ -177,7 +179,6 @@ function placeOf(requeue: { waiter: string; leaseMs: number }, answer: GateRelea
  */
 export async function releaseLock(engine: Engine, lock: Lock): Promise<ReleaseResult> {
   engine.hot.leave(hotKeyOf(lock.keys), lock.token);
-  const now = lock.options.clock.now();
   const fan = lock.acquireFan;
   const finishedAtRelease = lock.acquireReport.nodes.map((_, i) => fan.isFinished(i));
   // Common case: every acquire request had a definite answer before the release was sent (the
@@ -186,16 +187,6 @@ export async function releaseLock(engine: Engine, lock: Lock): Promise<ReleaseRe
     const outcome = fan.knownOutcome(i);
     return !finished || outcome === undefined || mayHaveApplied(outcome);
   });
-  // A lock that may have been lost, or a fenced one (its grant is a fence token's), is not passed on.
-  const passable =
-    lock.fence === undefined && !lock.lost
-      ? {
-          deadline: now + lock.remainingMs(),
-          quorum: lock.options.quorum,
-          acquireFan: fan,
-          gateHeld: lock.holdsGate(gateIndex(lock.keys, engine.nodes.length)),
-        }
-      : undefined;
   const { result, passedOn } = await releaseOrPassOn(
     engine,
     lock.options,
@@ -203,7 +194,7 @@ export async function releaseLock(engine: Engine, lock: Lock): Promise<ReleaseRe
     lock.keys,
     lock.token,
     { ttlMs: lock.lastTtlMs, gateLeadMs: lock.gateLeadMs },
-    passable,
+    lock,
   );
   // A lock passed on keeps its keys, and the next holder's release cleans up after the acquisition.
   if (mayLandLater && !passedOn) cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease);
