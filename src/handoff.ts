@@ -27,6 +27,7 @@
  * {@link PASS_ON_MIN_SHARE} of its validity at once; a fenced lock is never passed on.
  * @module
  */
+import type { Lock } from "./lock.js";
 import type { AcquireFan } from "./operations/cleanup.js";
 import type { NodeOutcomeKind } from "./report.js";
 
@@ -73,18 +74,16 @@ export interface HandoffOffer {
 }
 
 /**
- * What a lock passed on to `offer` may claim at once, or `undefined` when it is not to be passed
- * on (see the module's comment). `deadline`: the releasing lock's; `lastTtlMs`: the TTL its keys
- * were last set with; `quorum`: the quorum it was granted on.
+ * What `lock`, released at `sentAt`, may claim at once when passed on to `offer`, or `undefined`
+ * when it is not to be passed on (see the module's comment): a lock that may have been lost, a
+ * fenced one (its grant is a fence token's), or one whose gate (at `gate`) is not known to hold
+ * its token never is.
  */
-export function passOnDeadline(
-  offer: HandoffOffer,
-  lock: { readonly deadline: number; readonly lastTtlMs: number; readonly quorum: number },
-  sentAt: number,
-): number | undefined {
-  if (offer.quorum !== lock.quorum || offer.ttlMs > lock.lastTtlMs) return undefined;
-  const deadline = Math.min(lock.deadline, sentAt + offer.validityMs);
-  return deadline - sentAt >= PASS_ON_MIN_SHARE * offer.validityMs ? deadline : undefined;
+export function passOnDeadline(offer: HandoffOffer, lock: Lock, gate: number, sentAt: number): number | undefined {
+  if (lock.fence !== undefined || lock.lost || !lock.holdsGate(gate)) return undefined;
+  if (offer.quorum !== lock.options.quorum || offer.ttlMs > lock.lastTtlMs) return undefined;
+  const claimMs = Math.min(lock.remainingMs(), offer.validityMs);
+  return claimMs >= PASS_ON_MIN_SHARE * offer.validityMs ? sentAt + claimMs : undefined;
 }
 
 /**

@@ -62,8 +62,8 @@ export function takePassedOn(
   for (let i = 0; i < count; i++) {
     passed.outcomes(i).then(
       (outcome) => {
-        if (outcome === "acquired" && i === gate) lock.gateConfirmed();
         if (outcome === "acquired") {
+          if (i === gate) lock.gateConfirmed();
           if (++yes === options.quorum) lock.passedOn(confirmed);
         } else if (outcome === "held" && ++no > count - options.quorum) {
           lock.lose(new LockLostError(`lock on ${resources.join(", ")} is no longer held on a quorum`));

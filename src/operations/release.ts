@@ -33,11 +33,7 @@ export async function releaseKeys(
   return (await releaseOrPassOn(engine, o, resources, keys, token, hold)).result;
 }
 
-/**
- * {@link releaseKeys}, which may also pass `lock` on to the next waiter of the isolate (see
- * `handoff.ts`): not a lock that may have been lost, nor a fenced one (its grant is a fence
- * token's), nor one whose gate is not known to hold its token.
- */
+/** {@link releaseKeys}, which may also pass `lock` on to the next waiter of the isolate (see `handoff.ts`). */
 async function releaseOrPassOn(
   engine: Engine,
   o: ResolvedOptions,
@@ -62,14 +58,7 @@ async function releaseOrPassOn(
   const next = engine.hot.claimHandoff(hotKey);
   const handoff = next && new HandoffOutcomes(next, engine.nodes.length);
   const sentAt = o.clock.now();
-  const passable = next && lock && lock.fence === undefined && !lock.lost && lock.holdsGate(gate);
-  const passOn = passable
-    ? passOnDeadline(
-        next,
-        { deadline: sentAt + lock.remainingMs(), lastTtlMs: lock.lastTtlMs, quorum: lock.options.quorum },
-        sentAt,
-      )
-    : undefined;
+  const passOn = next && lock ? passOnDeadline(next, lock, gate, sentAt) : undefined;
   let gateAnswered = () => {};
   if (passOn !== undefined)
     engine.hot.passingOn(hotKey, new Promise<void>((resolve) => (gateAnswered = resolve)), sentAt + o.requestTimeoutMs);
