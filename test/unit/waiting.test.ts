@@ -195,6 +195,53 @@ function inAnotherIsolate(nodes: readonly FakeNode[]): RedisNode[] {
   return nodes.map((node) => ({ id: node.id, command: (args, signal) => node.command(args, signal) }));
 }
 
+/**
+ * `node` with its first request that `matches` failing as a dropped connection: before the node
+ * sees it, or after the node applied it (`applied`, an answer lost on the way back).
+ */
+function failingOnce(
+  node: FakeNode,
+  matches: (args: readonly unknown[]) => boolean,
+  applied = false,
+): { node: RedisNode; failures: () => number } {
+  let failures = 0;
+  const fail = () => {
+    failures++;
+    return new NodeError(node.id, "connection reset");
+  };
+  return {
+    node: {
+      id: node.id,
+      command: async (args, signal) => {
+        if (failures > 0 || !matches(args)) return node.command(args, signal);
+        if (!applied) throw fail();
+        await node.command(args, signal);
+        throw fail();
+      },
+    },
+    failures: () => failures,
+  };
+}
+
+/**
+ * Two clients of one isolate take turns on "k": A acquires it (TTL 2 s), `meanwhile` runs, B waits
+ * for it (TTL `bTtlMs`) for 50 ms, and A releases it.
+ */
+async function twoInTurn(nodes: readonly RedisNode[], bTtlMs = 2000, meanwhile?: (aLock: Lock) => Promise<unknown>) {
+  const [a, b] = [0, 1].map(() => new Redlock({ nodes: [...nodes], clock: fakeClock })) as [Redlock, Redlock];
+  const aAcquiring = a.acquire("k", 2000);
+  await vi.advanceTimersByTimeAsync(20);
+  const aLock = await aAcquiring;
+  if (meanwhile) expect(await resolvesOnFakeTime(meanwhile(aLock), 1_000)).toBe(true);
+  let bLock: Lock | undefined;
+  const bTurn = b.acquire("k", bTtlMs).then((lock) => {
+    bLock = lock;
+  });
+  await vi.advanceTimersByTimeAsync(50);
+  expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn]), 1_000)).toBe(true);
+  return { a, aLock, bLock: bLock as Lock };
+}
+
 /** One acquire and release on fake time: when the lock was granted (fake ms), after `onGrant` ran. */
 async function acquireOnFakeTime(redlock: Redlock, key: string, ttlMs: number, onGrant = () => {}): Promise<number> {
   let acquiredAt = Number.POSITIVE_INFINITY;
@@ -715,35 +762,14 @@ describe("a release in the same isolate", () => {
     // A release the gate failed is sent to it again (see below), and it deletes the releasing
     // token: for a lock passed on, that token is the next holder's, and the gate one of its nodes.
     const { nodes, gate } = nodesWithGate(20);
-    let failures = 0;
-    const flakyGate: RedisNode = {
-      id: gate.id,
-      command: (args, signal) => {
-        if (args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1 && args.at(-1) === "1" && failures === 0) {
-          failures++;
-          return Promise.reject(new NodeError(gate.id, "connection reset"));
-        }
-        return gate.command(args, signal);
-      },
-    };
-    const shared = nodes.map((n) => (n === gate ? flakyGate : n));
-    const [a, b] = [0, 1].map(() => new Redlock({ nodes: shared, clock: fakeClock })) as [Redlock, Redlock];
-    const aAcquiring = a.acquire("k", 2000);
-    await vi.advanceTimersByTimeAsync(20);
-    const aLock = await aAcquiring;
-    let bLock: Lock | undefined;
-    const bTurn = b.acquire("k", 2000).then((lock) => {
-      bLock = lock;
-    });
-    await vi.advanceTimersByTimeAsync(50);
-    expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn]), 1_000)).toBe(true);
-    expect(bLock?.token).toBe(aLock.token);
+    const flaky = failingOnce(gate, (args) => args[1] === gateReleaseScript.sha1 && args.at(-1) === "1");
+    const { a, aLock, bLock } = await twoInTurn(nodes.map((n) => (n === gate ? flaky.node : n)));
+    expect(bLock.token).toBe(aLock.token);
     expect(await resolvesOnFakeTime(a.settled(), 5_000)).toBe(true);
-    expect(failures).toBe(1);
-    for (const node of nodes) expect(node.get("k"), node.id).toBe(bLock?.token);
-    expect(await resolvesOnFakeTime((bLock as Lock).release(), 5_000)).toBe(true);
+    expect(flaky.failures()).toBe(1);
+    for (const node of nodes) expect(node.get("k"), node.id).toBe(bLock.token);
+    expect(await resolvesOnFakeTime(bLock.release(), 5_000)).toBe(true);
   });
-
   it("a lock not known to hold its gate is handed over with fresh keys, not passed on", async () => {
     // A pass-on sets the keys again only where they hold the token: a gate without it would stay
     // out of step with the lock, its line headed by a waiter that holds the lock without it (the
@@ -751,53 +777,29 @@ describe("a release in the same isolate", () => {
     // gate was applied but its answer lost: A holds the lock on the other four, and does not know
     // of the gate. Its release hands the lock over with B's own token, which the gate takes too.
     const { nodes, gate } = nodesWithGate(20);
-    let lost = 0;
-    const flakyGate: RedisNode = {
-      id: gate.id,
-      command: async (args, signal) => {
-        const reply = await gate.command(args, signal);
-        if (args[0] === "SET" && lost === 0) {
-          lost++;
-          throw new NodeError(gate.id, "connection reset");
-        }
-        return reply;
+    const flaky = failingOnce(gate, (args) => args[0] === "SET", true);
+    const { aLock, bLock } = await twoInTurn(
+      nodes.map((n) => (n === gate ? flaky.node : n)),
+      2000,
+      async (lock) => {
+        expect(flaky.failures()).toBe(1);
+        expect(gate.get("k")).toBe(lock.token);
       },
-    };
-    const shared = nodes.map((n) => (n === gate ? flakyGate : n));
-    const [a, b] = [0, 1].map(() => new Redlock({ nodes: shared, clock: fakeClock })) as [Redlock, Redlock];
-    const aAcquiring = a.acquire("k", 2000);
-    await vi.advanceTimersByTimeAsync(20);
-    const aLock = await aAcquiring;
-    expect(lost).toBe(1);
-    expect(gate.get("k")).toBe(aLock.token);
-    let bLock: Lock | undefined;
-    const bTurn = b.acquire("k", 2000).then((lock) => {
-      bLock = lock;
-    });
-    await vi.advanceTimersByTimeAsync(50);
-    expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn]), 5_000)).toBe(true);
-    expect(bLock?.token).not.toBe(aLock.token);
-    for (const node of nodes) expect(node.get("k"), node.id).toBe(bLock?.token);
-    expect(await resolvesOnFakeTime((bLock as Lock).release(), 5_000)).toBe(true);
+    );
+    expect(bLock.token).not.toBe(aLock.token);
+    for (const node of nodes) expect(node.get("k"), node.id).toBe(bLock.token);
+    expect(await resolvesOnFakeTime(bLock.release(), 5_000)).toBe(true);
   });
-
   it("a waiter that asks for a longer TTL than the holder's keys were set with gets fresh keys, not the lock passed on", async () => {
+    // A extended its lock to 6 s, so it still has more than 90 % of B's validity: only the TTL
+    // keeps it from passing on (a late extension of A's could set a node's TTL below B's claim).
     const { nodes } = nodesWithGate(20);
-    const [a, b] = [0, 1].map(() => new Redlock({ nodes, clock: fakeClock })) as [Redlock, Redlock];
-    const aAcquiring = a.acquire("k", 2000);
-    await vi.advanceTimersByTimeAsync(20);
-    const aLock = await aAcquiring;
-    let bLock: Lock | undefined;
-    const bTurn = b.acquire("k", 4000).then((lock) => {
-      bLock = lock;
-    });
-    await vi.advanceTimersByTimeAsync(50);
-    expect(await resolvesOnFakeTime(Promise.all([aLock.release(), bTurn]), 5_000)).toBe(true);
-    expect(bLock?.token).not.toBe(aLock.token);
-    for (const node of nodes) expect(node.get("k")).toBe(bLock?.token);
-    expect(await resolvesOnFakeTime((bLock as Lock).release(), 5_000)).toBe(true);
+    const { aLock, bLock } = await twoInTurn(nodes, 6500, (lock) => lock.extend(6000));
+    expect(aLock.lastTtlMs).toBe(6000);
+    expect(bLock.token).not.toBe(aLock.token);
+    for (const node of nodes) expect(node.get("k")).toBe(bLock.token);
+    expect(await resolvesOnFakeTime(bLock.release(), 5_000)).toBe(true);
   });
-
   it("hands the lock over to the first in line there: the release's own requests set its keys, a round trip sooner", async () => {
     // The release's requests delete A's key and set B's in one script per node: B holds the lock
     // when their answers are back, 20 ms after the release was sent, with no request of its own.
@@ -1226,24 +1228,14 @@ describe("giving up in line", () => {
     // for a holder that died, while the other nodes are free. The first release request to the gate
     // fails (a dropped connection); the others release.
     const { nodes, gate } = nodesWithGate(1);
-    let failures = 0;
-    const flakyGate: RedisNode = {
-      id: gate.id,
-      command: (args, signal) => {
-        if (args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1 && failures === 0) {
-          failures++;
-          return Promise.reject(new NodeError(gate.id, "connection reset"));
-        }
-        return gate.command(args, signal);
-      },
-    };
-    const redlock = new Redlock({ nodes: nodes.map((n) => (n === gate ? flakyGate : n)), clock: fakeClock });
+    const flaky = failingOnce(gate, (args) => args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1);
+    const redlock = new Redlock({ nodes: nodes.map((n) => (n === gate ? flaky.node : n)), clock: fakeClock });
     const acquiring = redlock.acquire("k", 10_000);
     expect(await resolvesOnFakeTime(acquiring, 1000)).toBe(true);
     const lock = await acquiring;
     expect(await resolvesOnFakeTime(lock.release(), 1000)).toBe(true);
     expect(await resolvesOnFakeTime(redlock.settled(), 5000)).toBe(true);
-    expect(failures).toBe(1);
+    expect(flaky.failures()).toBe(1);
     // Read from the nodes themselves: no node keeps the key, the gate included.
     for (const node of nodes) expect(node.get("k")).toBeUndefined();
   });
