@@ -4,6 +4,8 @@
  */
 import { NodeError } from "./errors.js";
 import type { TaskContext } from "./fanout.js";
+import { RESERVED_KEY_PART } from "./keys.js";
+import { describeReply } from "./redact.js";
 import type { NodeOutcomeKind } from "./report.js";
 import { gateScript } from "./scripts/gate.js";
 import { gateReleaseScript } from "./scripts/gate-release.js";
@@ -60,24 +62,28 @@ export type GateMode = "take" | "aim" | "wait" | "leave";
  */
 export function gateIndex(keys: readonly string[], nodeCount: number): number {
   let hash = 0x811c9dc5;
-  for (const key of keys) {
-    for (let i = 0; i < key.length; i++) {
-      hash ^= key.charCodeAt(i);
-      hash = Math.imul(hash, 0x01000193);
-    }
-    hash ^= 0x0a;
+  const mix = (unit: number) => {
+    hash ^= unit;
     hash = Math.imul(hash, 0x01000193);
+  };
+  // Each key's length goes in before its characters: no other list of keys hashes the same
+  // sequence of units (["a", "b"] and ["a\nb"] differ in their lengths).
+  for (const key of keys) {
+    mix(key.length & 0xffff);
+    mix(key.length >>> 16);
+    for (let i = 0; i < key.length; i++) mix(key.charCodeAt(i));
   }
   return (hash >>> 0) % nodeCount;
 }
 
 /**
- * The gate's keys for a key set: queue, leases and stats. They live under a reserved prefix so
- * that no lock key collides with them unless a resource is named `edge-redlock:gate:…`; the lock's
- * own keys are part of the name, so a key prefix applies to them too.
+ * The gate's keys for a key set: queue, leases and stats, in the reserved namespace (see
+ * `RESERVED_KEY_PART`), which no lock key can reach (a resource whose key would start with it is
+ * refused). The set is named by {@link hotKeyOf}: one encoding for every set, a single key's
+ * included, that no other set shares.
  */
 export function gateKeys(keys: readonly string[]): [queue: string, leases: string, stats: string] {
-  const base = `edge-redlock:gate:${keys.length === 1 ? keys[0] : JSON.stringify(keys)}`;
+  const base = `${RESERVED_KEY_PART}gate:${hotKeyOf(keys)}`;
   return [`${base}:queue`, `${base}:leases`, `${base}:stats`];
 }
 
@@ -141,10 +147,7 @@ function integers<N extends number>(node: RedisNode, script: Script, reply: unkn
 }
 
 function badReply(node: RedisNode, script: Script, reply: unknown): NodeError {
-  return new NodeError(
-    node.id,
-    `unexpected reply to ${script.name} from ${node.id}: ${JSON.stringify(reply).slice(0, 80)}`,
-  );
+  return new NodeError(node.id, `unexpected reply to ${script.name} from ${node.id}: ${describeReply(reply)}`);
 }
 
 /** What the gate said to a release. */
@@ -177,8 +180,7 @@ export interface EndedHold {
  * the gate how long the hold lasted. With `requeue`, a client that expects to come back for the
  * lock gets a place at the back of the line in the same request, when others are waiting. With
  * `next`, the keys are handed over to that waiter when it is first in line and they are free
- * (see `handoff.ts`); with `next.passOn`, they stay ours and are set again for it, its token being
- * ours. Throws a {@link NodeError} for an answer of the wrong shape.
+ * (see `handoff.ts`). Throws a {@link NodeError} for an answer of the wrong shape.
  */
 export async function releaseOnGate(
   node: RedisNode,
@@ -187,7 +189,7 @@ export async function releaseOnGate(
   hold: EndedHold,
   context: TaskContext,
   requeue?: { waiter: string; leaseMs: number },
-  next?: { token: string; ttlMs: number; waiter: string; passOn?: boolean },
+  next?: { token: string; ttlMs: number; waiter: string },
 ): Promise<GateRelease> {
   const reply = await runScript(
     node,
@@ -203,7 +205,6 @@ export async function releaseOnGate(
       next?.token ?? "",
       next?.ttlMs ?? 0,
       next?.waiter ?? "",
-      ...(next?.passOn ? ["1"] : []),
     ],
     context,
   );
@@ -238,7 +239,11 @@ export interface Place {
   readonly leaseMs: number;
 }
 
-/** The key under which a client remembers a resource set (see `HotResources` in hot-resources.ts). */
+/**
+ * The name of a (sorted) key set, under which an isolate remembers it (see `HotResources` in
+ * hot-resources.ts) and the gate keeps its line: JSON, so that no other list of keys, and no single
+ * key, has the same name (`["a","b"]` is not `["a\\nb"]`, nor `["[\\"a\\",\\"b\\"]"]`).
+ */
 export function hotKeyOf(keys: readonly string[]): string {
-  return keys.join("\n");
+  return JSON.stringify(keys);
 }

@@ -53,8 +53,6 @@ export class HotResources {
    * listening its turn, or the turn told while it was not (see {@link listenForTurn}).
    */
   readonly #turns = new Map<string, { tell?: ((turn: Turn) => void) | undefined; told?: Turn | undefined }>();
-  /** Releases that passed a lock on, until their gate answered, by gate key (see {@link passingOn}). */
-  readonly #passing = new Map<string, { answered: Promise<void>; answerBy: number }>();
 
   /**
    * Whether an acquisition in this isolate is acquiring or holding `key` right now: the next
@@ -146,34 +144,13 @@ export class HotResources {
   }
 
   /**
-   * A release of `key` from this isolate passed the lock on (see `handoff.ts`), and its gate will
-   * answer when `answered` settles, naming the waiter now first in line (see {@link turnOf}). The
-   * next holder has the lock already: a waiter further back whose sleep ends meanwhile waits for
-   * that answer (see {@link passOnAnswer}) rather than polling the gate to learn its place.
+   * The standing offer for `key`, taken up by the release of `keys` about to send its requests, if
+   * there is one for exactly these keys.
    */
-  passingOn(key: string, answered: Promise<void>, answerBy: number): void {
-    if (this.#passing.size > 1024) this.#passing.clear();
-    const entry = { answered, answerBy };
-    this.#passing.set(key, entry);
-    void answered.then(() => {
-      if (this.#passing.get(key) === entry) this.#passing.delete(key);
-    });
-  }
-
-  /**
-   * The gate's answer to a release that passed `key` on, while it is on its way (see
-   * {@link passingOn}): by `answerBy` at most, as on Workers a promise of a request that has ended
-   * never settles.
-   */
-  passOnAnswer(key: string, now: number): Promise<void> | undefined {
-    const entry = this.#passing.get(key);
-    return entry !== undefined && entry.answerBy > now ? entry.answered : undefined;
-  }
-
-  /** The standing offer for `key`, taken up by the release about to send its requests, if there is one. */
-  claimHandoff(key: string): HandoffOffer | undefined {
+  claimHandoff(key: string, keys: readonly string[]): HandoffOffer | undefined {
     const offer = this.#offers.get(key);
-    if (offer !== undefined) this.#offers.delete(key);
+    if (offer === undefined || !sameKeys(offer.keys, keys)) return undefined;
+    this.#offers.delete(key);
     return offer;
   }
 
@@ -304,6 +281,10 @@ export class HotResources {
   }
 }
 
+function sameKeys(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((key, i) => key === b[i]);
+}
+
 /** The isolate's hot resources, by clock (their readings are only comparable on one clock) and node list. */
 const hotByClock = new WeakMap<Clock, Map<string, HotResources>>();
 const MAX_NODE_LISTS = 64;
@@ -321,7 +302,7 @@ export function hotResourcesFor(clock: Clock, nodeIdentities: readonly string[])
     byNodes = new Map();
     hotByClock.set(clock, byNodes);
   }
-  const list = nodeIdentities.join("\n");
+  const list = JSON.stringify(nodeIdentities);
   let hot = byNodes.get(list);
   if (hot === undefined) {
     if (byNodes.size >= MAX_NODE_LISTS) byNodes.clear();
@@ -344,13 +325,17 @@ function numberOf(object: object): number {
 }
 
 /**
- * When two nodes are one server, for sharing hot resources: a node made from `{ url, token }` by
- * its id (the URL without credentials) and the `fetch` it was given, if any (a custom one may
- * route anywhere); a `RedisNode` passed in only as the same object (its id need not name a server).
+ * What a node's requests reach, for sharing an isolate's state between clients: two clients share
+ * it only when every node of theirs is the same in this sense. A node made from `{ url, token }` is
+ * its full URL, its REST token (one URL may serve several databases or tenants by token) and the
+ * `fetch` it was given, if any (a custom one may route anywhere); never its display `id`, which
+ * the caller chooses and two clusters may share. A `RedisNode` passed in is only ever itself. The
+ * result is an in-memory map key: it holds the REST token and must never be shown.
  * @param config what the client was given for the node: the node itself, or its REST config.
  */
 export function nodeIdentity(node: RedisNode, config: object): string {
   if (config === node) return `object ${numberOf(node)}`;
-  const custom = (config as { fetch?: unknown }).fetch;
-  return typeof custom === "function" ? `rest ${node.id} fetch ${numberOf(custom)}` : `rest ${node.id}`;
+  const { url, token, fetch: custom } = config as { url: string; token: string; fetch?: unknown };
+  const via = typeof custom === "function" ? ` fetch ${numberOf(custom)}` : "";
+  return `rest ${new URL(url).href} ${JSON.stringify(token)}${via}`;
 }

@@ -57,8 +57,6 @@ export interface LockInit {
   readonly fence?: string | undefined;
   /** See {@link Lock.gateLeadMs}. */
   readonly gateLeadMs?: number | undefined;
-  /** Whether the gate node holds the token, when the acquisition's outcome there does not say (see {@link Lock.holdsGate}). */
-  readonly gateHeld?: boolean | undefined;
 }
 
 /**
@@ -73,9 +71,9 @@ export class Lock {
   /** The Redis keys (`keyPrefix + resource`), in the same order. */
   readonly keys: readonly string[];
   /**
-   * The random token (160 bits) that identifies this holder on every node. Stays the same across
-   * extensions; a lock that a release passed on to the next holder in the same isolate keeps the
-   * releasing holder's token (see the README's "How waiting works").
+   * The random token (160 bits) that identifies this holder on every node: made for this grant
+   * alone and never given to another holder. Stays the same across extensions. It is a capability
+   * (`Redlock.release(resources, token)` accepts it): do not log or share it.
    */
   readonly token: string;
   /** The report of the attempt that acquired the lock. */
@@ -110,11 +108,12 @@ export class Lock {
   #controller: AbortController | undefined;
   #lostReason: RedlockError | undefined;
   #deadline: number;
+  readonly #holdLimit: number;
   #lastTtlMs: number;
   #extensions = 0;
   #released = false;
+  #release: Promise<ReleaseResult> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
-  #gateHeld: boolean | undefined;
 
   /** @internal Use `Redlock.acquire()`. */
   constructor(init: LockInit) {
@@ -129,9 +128,10 @@ export class Lock {
     this.gateLeadMs = init.gateLeadMs ?? 0;
     this.options = init.options;
     this.#operations = init.operations;
-    this.#deadline = init.deadline;
+    // maxHoldMs caps what the lock claims, not only its extensions: from the grant's own start.
+    this.#holdLimit = init.startedAt + (init.options.maxHoldMs ?? Number.POSITIVE_INFINITY);
+    this.#deadline = Math.min(init.deadline, this.#holdLimit);
     this.#lastTtlMs = init.ttlMs;
-    this.#gateHeld = init.gateHeld;
     // The loss timer exists only for someone who listens: the signal (created on first use) or
     // the onLockLost hook. A lock nobody watches costs no timer.
     if (this.options.onLockLost) this.#scheduleLossTimer();
@@ -224,46 +224,25 @@ export class Lock {
   }
 
   /**
-   * Release the lock on every node (compare-and-DEL). Idempotent; never throws, also not when the
-   * lock already expired. Aborts `signal`.
+   * Release the lock on every node (compare-and-DEL). Sends at most once: a later call sends
+   * nothing and returns the first call's result. Never throws, also not when the lock already
+   * expired. Aborts `signal`.
    */
   release(): Promise<ReleaseResult> {
+    if (this.#release !== undefined) return this.#release;
     this.#released = true;
     this.#clearTimer();
     // The release reason is built only if someone holds the signal: no error on the success path.
     if (this.#controller !== undefined && !this.#controller.signal.aborted) {
       this.#controller.abort(new LockLostError("the lock was released"));
     }
-    return this.#operations.release(this);
+    this.#release = this.#operations.release(this);
+    return this.#release;
   }
 
   /** @internal Whether the lock was found lost, or may soon be (see {@link Lock.signal}). */
   get lost(): boolean {
     return this.#lostReason !== undefined;
-  }
-
-  /**
-   * @internal A lock passed on by a release (see `handoff.ts`): a quorum set its keys again, and
-   * it may claim what an acquisition sent at that release would have.
-   */
-  passedOn(deadline: number): void {
-    const later = Math.max(this.#deadline, deadline);
-    if (this.#released || this.#lostReason !== undefined || later === this.#deadline) return;
-    this.#deadline = later;
-    if (this.#controller !== undefined || this.options.onLockLost) this.#scheduleLossTimer();
-  }
-
-  /**
-   * @internal Whether the gate node (at `index`) is known to hold the token: a release passes the
-   * lock on only then (see `handoff.ts`), as a pass-on never sets a key the gate does not hold.
-   */
-  holdsGate(index: number): boolean {
-    return this.#gateHeld ?? this.acquireFan.knownOutcome(index)?.outcome === "acquired";
-  }
-
-  /** @internal A pass-on's request to the gate set the keys again (see {@link Lock.holdsGate}). */
-  gateConfirmed(): void {
-    this.#gateHeld = true;
   }
 
   /** @internal The TTL the keys were last set with: at acquisition, or by the last extension. */
@@ -277,7 +256,7 @@ export class Lock {
     this.#lastTtlMs = ttlMs;
     // The extension set every key's TTL to the new value, shorter or longer: the keys now expire
     // by the new deadline, so the lock may claim no more than that.
-    this.#deadline = deadline;
+    this.#deadline = Math.min(deadline, this.#holdLimit);
     if (this.#controller !== undefined || this.options.onLockLost) this.#scheduleLossTimer();
   }
 

@@ -5,6 +5,7 @@
  */
 import { NodeError } from "./errors.js";
 import type { TaskContext } from "./fanout.js";
+import { describeReply } from "./redact.js";
 import type { NodeOutcomeKind } from "./report.js";
 import { acquireAllScript } from "./scripts/acquire-all.js";
 import { extendScript } from "./scripts/extend.js";
@@ -115,6 +116,5 @@ function yesOrHeld(node: RedisNode, script: string, reply: RedisReply, yes: Node
 }
 
 function unexpected(node: RedisNode, command: string, reply: RedisReply): NodeError {
-  const shown = JSON.stringify(reply);
-  return new NodeError(node.id, `unexpected reply to ${command} from ${node.id}: ${shown.slice(0, 80)}`);
+  return new NodeError(node.id, `unexpected reply to ${command} from ${node.id}: ${describeReply(reply)}`);
 }

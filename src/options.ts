@@ -6,7 +6,7 @@ import type { Clock } from "./clock.js";
 import { monotonicClock } from "./clock.js";
 import type { RedlockError } from "./errors.js";
 import { InvalidArgumentError } from "./errors.js";
-import { RESERVED_KEY_PART } from "./fencing/keys.js";
+import { RESERVED_KEY_PART } from "./keys.js";
 import type { AttemptReport, NodeOutcome, Operation } from "./report.js";
 
 /** What a custom retry policy is told about the attempt that just failed. */
@@ -401,7 +401,7 @@ export function validateResources(resources: unknown): string[] {
   const reserved = (list as string[]).find((r) => r.startsWith(RESERVED_KEY_PART));
   if (reserved !== undefined) {
     throw new InvalidArgumentError(
-      `resource names starting with ${JSON.stringify(RESERVED_KEY_PART)} are reserved for fencing`,
+      `resource names starting with ${JSON.stringify(RESERVED_KEY_PART)} are reserved for the library's own keys`,
     );
   }
   const sorted = [...(list as string[])].sort();

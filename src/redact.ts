@@ -32,3 +32,16 @@ export function describeBody(text: string): string {
   const kind = /^<(!doctype|html)/i.test(trimmed) ? "an HTML page" : "a body that is not a JSON reply";
   return `${kind} of ${text.length} characters`;
 }
+
+/**
+ * A secret-free description of a Redis reply of the wrong shape: its type and size, never its
+ * content (a proxy that reflects the request into a well-formed reply would otherwise put the
+ * REST token or a lock token into the message).
+ */
+export function describeReply(reply: unknown): string {
+  if (reply === null) return "null";
+  if (Array.isArray(reply)) return `an array of ${reply.length} elements`;
+  if (typeof reply === "string") return `a string of ${reply.length} characters`;
+  if (typeof reply === "number") return Number.isInteger(reply) ? "an integer" : "a number";
+  return `a value of type ${typeof reply}`;
+}

@@ -9,6 +9,7 @@ import { Engine } from "./engine.js";
 import { ConfigurationError, InvalidArgumentError, LockHeldError } from "./errors.js";
 import { type InitializeFencingResult, initializeFencing } from "./fencing/initialize.js";
 import { hotResourcesFor, nodeIdentity } from "./hot-resources.js";
+import { lockKeys } from "./keys.js";
 import type { Lock, LockOperations, ReleaseResult } from "./lock.js";
 import type { AcquireRequest } from "./operations/acquire.js";
 import { extendKeys, extendLock } from "./operations/extend.js";
@@ -87,11 +88,17 @@ export class Redlock {
       throw new ConfigurationError("nodes must be a non-empty array of { url, token } or RedisNode");
     }
     this.nodes = Object.freeze(nodes.map(toNode));
+    // One server listed twice would vote twice. A REST node is its URL, whatever token or id it
+    // was given; a RedisNode, its id.
     const seen = new Set<string>();
-    for (const node of this.nodes) {
-      if (seen.has(node.id)) throw new ConfigurationError(`node listed twice: ${node.id}`, { node: node.id });
-      seen.add(node.id);
-    }
+    nodes.forEach((config, i) => {
+      const node = this.nodes[i] as RedisNode;
+      const server = config === node ? node.id : new URL((config as RestNodeConfig).url).href;
+      const id = `${config === node ? "node" : "url"} ${server}`;
+      if (seen.has(id) || seen.has(`node ${node.id}`))
+        throw new ConfigurationError(`node listed twice: ${node.id}`, { node: node.id });
+      seen.add(id).add(`node ${node.id}`);
+    });
     // Validate the options once now with a nominal TTL, so mistakes fail at construction.
     resolveOptions(options, undefined, 10_000, this.nodes.length, (m) => new ConfigurationError(m));
     const identities = this.nodes.map((node, i) => nodeIdentity(node, nodes[i]));
@@ -296,7 +303,7 @@ function isEmpty(object: object | undefined): boolean {
 
 /** The Redis keys of the (sorted) resources. */
 function keysOf(resources: readonly string[], o: ResolvedOptions): string[] {
-  return resources.map((r) => o.keyPrefix + r);
+  return lockKeys(resources, o.keyPrefix);
 }
 
 function validateToken(token: unknown): asserts token is string {

@@ -60,8 +60,11 @@ async function autoExtend(lock: Lock, stop: AbortSignal): Promise<void> {
     } catch {
       return;
     }
+    // The last extension fits what maxHoldMs leaves rather than being refused for overshooting it.
+    const leftMs = o.maxHoldMs === undefined ? ttlMs : Math.floor(lock.startedAt + o.maxHoldMs - o.clock.now()) - 1;
+    if (leftMs <= o.minValidityMs) return;
     try {
-      await lock.extend(ttlMs);
+      await lock.extend(Math.min(ttlMs, leftMs));
       retryDelay = 0;
     } catch (error) {
       // Limits, expiry and a lost lock are final: the lock's signal reports them. A failed

@@ -45,7 +45,6 @@ import {
   type GateRole,
 } from "./operations/acquire.js";
 import { attemptFenced } from "./operations/acquire-fenced.js";
-import { takePassedOn } from "./operations/pass-on.js";
 import { summary } from "./operations/summary.js";
 import { MAX_DELAY_MS, type ResolvedOptions } from "./options.js";
 import { driftMs, refusalReason } from "./quorum.js";
@@ -95,11 +94,11 @@ export async function acquireWithWaiting(
   return new Acquisition(engine, request, maxAttempts, signal, operations).run();
 }
 
-/**
- * An attempt that a release started for a waiter by handing it the lock over, with its token; or
- * the lock a release passed on (see `handoff.ts`).
- */
-type HandedOver = { readonly attempt: Promise<AttemptResult>; readonly token: string } | { readonly passedOn: Lock };
+/** An attempt that a release started for a waiter by handing it the lock over, with its token (see `handoff.ts`). */
+type HandedOver = { readonly attempt: Promise<AttemptResult>; readonly token: string };
+
+/** Waiting in line ended before any fan-out (see `Acquisition.#lastFanOutIfNone`); never leaves the class. */
+class PatienceRanOut extends Error {}
 
 /** Numbers this process's acquisitions: their entries among a client's busy keys. */
 let acquisitions = 0;
@@ -180,8 +179,9 @@ class Acquisition {
     const key = this.#hotKey;
     const now = this.#o.clock.now();
     // Queue up at once for a resource this isolate just waited for, or is acquiring or holding for
-    // another caller right now; a single attempt never waits.
-    const queueAtOnce = hot.isHot(key, now) || hot.isBusy(key, now);
+    // another caller right now; a single attempt never waits, and a custom retryDelay asks for
+    // fan-outs at its own pace, in the isolate as anywhere.
+    const queueAtOnce = this.#o.retryDelay === undefined && (hot.isHot(key, now) || hot.isBusy(key, now));
     // Our own entry lasts at most the attempts' deadline, in case we never get to leave it.
     const self = `acquiring:${++acquisitions}`;
     hot.occupy(key, self, Math.min(this.#deadline, now + this.#o.requestTimeoutMs * this.#maxAttempts), "acquiring");
@@ -204,7 +204,7 @@ class Acquisition {
         const place = await this.#engine.hot
           .takePlace(this.#hotKey, this.#o.clock, this.#signal)
           .catch((reason: unknown) => this.#abandon(reason));
-        if (place === undefined) return await this.#waitInLine();
+        if (place === undefined) return await this.#lastFanOutIfNone(() => this.#waitInLine());
         this.#waiterId = place.waiter;
         this.#setTicket(place.ticket);
         this.#inLine = true;
@@ -213,7 +213,9 @@ class Acquisition {
         this.#rtt = place.rttMs;
         this.#leaseUntil = place.at - place.rttMs + place.leaseMs;
         const elapsed = this.#o.clock.now() - place.at;
-        return await this.#waitInLine(Math.max(0, this.#sleepFor(place.answer) - elapsed));
+        return await this.#lastFanOutIfNone(() =>
+          this.#waitInLine(Math.max(0, this.#sleepFor(place.answer) - elapsed)),
+        );
       }
       const first = await this.#fanOut();
       if (first.lock) return first.lock;
@@ -222,6 +224,23 @@ class Acquisition {
       // Giving up, whatever the reason: out of line, and no placeholder of ours left behind.
       this.#leave();
       throw error;
+    }
+  }
+
+  /**
+   * `wait()`, for a caller that queued up at once: if its patience runs out before it made a
+   * single fan-out, it makes one, so that it gives up on what the nodes say (and its error lists
+   * the attempt) rather than on the line alone.
+   */
+  async #lastFanOutIfNone(wait: () => Promise<Lock>): Promise<Lock> {
+    try {
+      return await wait();
+    } catch (error) {
+      if (!(error instanceof PatienceRanOut)) throw error;
+      const last = await this.#fanOut();
+      if (last.lock) return last.lock;
+      this.#checkAfterAttempt(last.report);
+      throw failureError(this.#request.resources, this.#reports, this.#o.quorum);
     }
   }
 
@@ -417,13 +436,6 @@ class Acquisition {
     let turn: Turn | undefined;
     try {
       turn = await within(listening.turn, ms, this.#signal);
-      // A release of this isolate passed the lock on a moment ago: its gate's answer may name us
-      // first in line. Wait for it, a request deadline at most, rather than poll to learn as much.
-      const answer = turn === undefined ? hot.passOnAnswer(this.#hotKey, this.#o.clock.now()) : undefined;
-      if (answer !== undefined) {
-        const told = Promise.race([listening.turn, answer.then(() => undefined)]);
-        turn = await within(told, this.#o.requestTimeoutMs, this.#signal);
-      }
     } catch (reason) {
       this.#abandon(reason);
     } finally {
@@ -446,23 +458,10 @@ class Acquisition {
     const token = randomToken();
     const ttlMs = this.#request.ttlMs;
     const offer: HandoffOffer = {
+      keys: this.#request.keys,
       token,
       ttlMs,
       waiter: this.#waiter,
-      quorum: this.#o.quorum,
-      validityMs: ttlMs - driftMs(ttlMs, this.#o.driftFactor),
-      takeOver: (passed) => {
-        const lock = takePassedOn(
-          this.#engine,
-          this.#request,
-          this.#attempts + 1,
-          passed,
-          this.#operations,
-          this.#polls,
-        );
-        handedOver = { passedOn: lock };
-        accepted();
-      },
       accept: (outcomes, sentAt) => {
         const role: GateRole = {
           index: this.#gate,
@@ -505,8 +504,6 @@ class Acquisition {
         until = held;
       }
     } catch (reason) {
-      // A lock passed on as we gave up is ours to release (to the next in line, most likely).
-      if (handedOver !== undefined && "passedOn" in handedOver) void handedOver.passedOn.release();
       this.#abandon(reason);
     } finally {
       hot.withdrawHandoff(this.#hotKey, offer);
@@ -543,7 +540,6 @@ class Acquisition {
 
   /** The attempt a release made for us by handing the lock over (see `#pauseOrTakeOver`). */
   async #takeOver(handedOver: HandedOver): Promise<Lock | undefined> {
-    if ("passedOn" in handedOver) return this.#takePassedOn(handedOver.passedOn);
     const result = await this.#fanOut(undefined, handedOver.attempt);
     if (result.lock) return result.lock;
     this.#checkAfterAttempt(result.report);
@@ -554,22 +550,6 @@ class Acquisition {
       this.#growPlaceholder(result.report, handedOver.token);
     }
     return undefined;
-  }
-
-  /**
-   * A lock a release passed on to us: ours without a request (the release's request to the gate
-   * took us out of its line). Released again when we gave up meanwhile.
-   */
-  #takePassedOn(lock: Lock): Lock {
-    this.#inLine = false;
-    if (this.#signal?.aborted) {
-      void lock.release();
-      this.#checkAbort();
-    }
-    this.#attempts++;
-    this.#polls = 0;
-    this.#reports.push(lock.acquireReport);
-    return lock;
   }
 
   /**
@@ -999,14 +979,10 @@ class Acquisition {
 
   #giveUp(): never {
     this.#leave();
-    const { resources } = this.#request;
-    // A client that queued up at once (the key was hot) may give up before any fan-out.
-    if (this.#reports.length === 0)
-      throw new LockHeldError(
-        `${resources.join(", ")} is held elsewhere: waited in line and the lock did not change hands`,
-        [],
-      );
-    throw failureError(resources, this.#reports, this.#o.quorum);
+    // A caller that queued up at once (the key was hot) may give up before any fan-out: see
+    // `#lastFanOutIfNone`.
+    if (this.#reports.length === 0) throw new PatienceRanOut();
+    throw failureError(this.#request.resources, this.#reports, this.#o.quorum);
   }
 
   #timeOut(): never {

@@ -25,8 +25,9 @@
  * @module
  */
 
-/** The reserved part of every fencing key name, after the `keyPrefix`. */
-export const RESERVED_KEY_PART = "__edge-redlock__:";
+import { RESERVED_KEY_PART } from "../keys.js";
+
+export { RESERVED_KEY_PART };
 
 /** The per-node fencing keys of one namespace. */
 export interface FencingKeys {

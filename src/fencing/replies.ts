@@ -5,6 +5,7 @@
  * @module
  */
 import { NodeError } from "../errors.js";
+import { describeReply } from "../redact.js";
 import type { RedisReply } from "../transport.js";
 import { MAX_FENCE } from "./lua.js";
 
@@ -75,6 +76,5 @@ export function parseFenceReply(nodeId: string, script: FenceScriptName, reply: 
       return { status: status as FenceStatus, fence, incarnation };
     }
   }
-  const shown = JSON.stringify(reply) ?? String(reply);
-  throw new NodeError(nodeId, `unexpected reply to ${script} from ${nodeId}: ${shown.slice(0, 80)}`);
+  throw new NodeError(nodeId, `unexpected reply to ${script} from ${nodeId}: ${describeReply(reply)}`);
 }

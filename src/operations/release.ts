@@ -5,9 +5,9 @@
  */
 import type { Engine } from "../engine.js";
 import { type EndedHold, type GateRelease, gateIndex, hotKeyOf, type Place, releaseOnGate } from "../gate.js";
-import { HandoffOutcomes, passOnDeadline } from "../handoff.js";
+import { HandoffOutcomes } from "../handoff.js";
 import type { Lock, ReleaseResult } from "../lock.js";
-import { extendOnNode, handOverOnNode, releaseOnNode } from "../node-operations.js";
+import { handOverOnNode, releaseOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
 import { isFailure } from "../quorum.js";
 import type { NodeOutcome } from "../report.js";
@@ -30,19 +30,6 @@ export async function releaseKeys(
   token: string,
   hold: EndedHold = { ttlMs: 0, gateLeadMs: 0 },
 ): Promise<ReleaseResult> {
-  return (await releaseOrPassOn(engine, o, resources, keys, token, hold)).result;
-}
-
-/** {@link releaseKeys}, which may also pass `lock` on to the next waiter of the isolate (see `handoff.ts`). */
-async function releaseOrPassOn(
-  engine: Engine,
-  o: ResolvedOptions,
-  resources: readonly string[],
-  keys: readonly string[],
-  token: string,
-  hold: EndedHold,
-  lock?: Lock,
-): Promise<{ result: ReleaseResult; passedOn: boolean }> {
   // The gate node also says how many wait in line: this client's next acquisition of the same
   // resource then queues up behind them instead of jumping the line (see waiting.ts). A client
   // that waited for this resource recently is likely to come back for it: its release takes a
@@ -55,41 +42,24 @@ async function releaseOrPassOn(
   let keep: (place: Place | undefined) => void = () => {};
   if (requeue)
     engine.hot.keepPlace(hotKey, new Promise((resolve) => (keep = resolve)), o.clock.now() + o.requestTimeoutMs);
-  const next = engine.hot.claimHandoff(hotKey);
+  const next = engine.hot.claimHandoff(hotKey, keys);
   const handoff = next && new HandoffOutcomes(next, engine.nodes.length);
   const sentAt = o.clock.now();
-  const passOn = next && lock ? passOnDeadline(next, lock, gate, sentAt) : undefined;
-  let gateAnswered = () => {};
-  if (passOn !== undefined)
-    engine.hot.passingOn(hotKey, new Promise<void>((resolve) => (gateAnswered = resolve)), sentAt + o.requestTimeoutMs);
   const voting = engine.vote(o, "release", resources, 1, undefined, {
     yes: "released",
     task: async (i, context) => {
       if (i !== gate) {
         if (!handoff) return releaseOnNode(engine.node(i), keys, token, context);
-        if (passOn !== undefined) {
-          // Compare-and-PEXPIRE: it never sets a key that is gone, so it cannot outlive a later release.
-          const request = extendOnNode(engine.node(i), keys, token, handoff.offer.ttlMs, context);
-          const extended = await handoff.route(i, request, (r) => r === "extended");
-          return extended === "extended" ? "released" : "not-held";
-        }
         const request = handOverOnNode(engine.node(i), keys, token, handoff.offer, context);
         const reply = handoff.route(i, request, (r) => r.taken);
         return (await reply).released ? "released" : "not-held";
       }
       let answer: GateRelease;
       try {
-        const to = next && {
-          token: passOn === undefined ? next.token : token,
-          ttlMs: next.ttlMs,
-          waiter: next.waiter,
-          passOn: passOn !== undefined,
-        };
-        const request = releaseOnGate(engine.node(i), keys, token, hold, context, requeue, to);
+        const request = releaseOnGate(engine.node(i), keys, token, hold, context, requeue, next);
         answer = await (handoff ? handoff.route(i, request, (r) => r.handedOver) : request);
       } catch (error) {
         keep(undefined);
-        gateAnswered();
         throw error;
       }
       const now = o.clock.now();
@@ -97,23 +67,19 @@ async function releaseOrPassOn(
       // The first in line now, if it waits in this isolate, learns it without a poll.
       if (answer.headTicket > 0) engine.hot.turnOf(hotKey, answer.headTicket, answer.handedOver ? "first" : "free");
       keep(requeue && answer.ticket > 0 ? placeOf(requeue, answer, now, now - sentAt) : undefined);
-      gateAnswered();
       return answer.outcome;
     },
   });
   // The requests are on their way: the next holder's attempt counts from before they were sent.
-  if (handoff && lock && passOn !== undefined)
-    handoff.offer.takeOver({ token, deadline: passOn, sentAt, acquireFan: lock.acquireFan, outcomes: handoff.outcome });
-  else handoff?.offer.accept(handoff.outcome, sentAt);
+  handoff?.offer.accept(handoff.outcome, sentAt);
   const { report, fan } = await voting;
   // Nodes still answering when the outcome was clear finish in the background, by the fan-out's
   // deadline. A gate that missed the release would keep the key until its TTL runs out, and its
   // line would wait for it as for a holder that died while the other nodes are free: a release the
   // gate failed or did not answer in time is sent to it once more, so that a dropped request costs
   // a request, not the TTL. (Deadline: two request deadlines and a margin for the timers' delay.)
-  // A lock passed on is the next holder's: its keys stay, on the gate as anywhere.
   const gateFailed = isFailure((report.nodes[gate] as NodeOutcome).outcome);
-  if (passOn === undefined && (gateFailed || report.nodes.some((n) => n.outcome === "pending"))) {
+  if (gateFailed || report.nodes.some((n) => n.outcome === "pending")) {
     // As a fan-out to the gate alone: the same deadline, abort and hooks as every request.
     const releaseGateAgain = () =>
       engine.fan(
@@ -132,7 +98,7 @@ async function releaseOrPassOn(
     );
     engine.background.track(settled, 2 * o.requestTimeoutMs + 1000);
   }
-  return { result: { released: report.votes, nodes: report.nodes, report }, passedOn: passOn !== undefined };
+  return { released: report.votes, nodes: report.nodes, report };
 }
 
 /** The place a release kept at the back of the line, as a poll from there would have described it. */
@@ -176,16 +142,10 @@ export async function releaseLock(engine: Engine, lock: Lock): Promise<ReleaseRe
     const outcome = fan.knownOutcome(i);
     return !finished || outcome === undefined || mayHaveApplied(outcome);
   });
-  const { result, passedOn } = await releaseOrPassOn(
-    engine,
-    lock.options,
-    lock.resources,
-    lock.keys,
-    lock.token,
-    { ttlMs: lock.lastTtlMs, gateLeadMs: lock.gateLeadMs },
-    lock,
-  );
-  // A lock passed on keeps its keys, and the next holder's release cleans up after the acquisition.
-  if (mayLandLater && !passedOn) cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease);
+  const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, {
+    ttlMs: lock.lastTtlMs,
+    gateLeadMs: lock.gateLeadMs,
+  });
+  if (mayLandLater) cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease);
   return result;
 }

@@ -15,8 +15,7 @@ import type { Script } from "./script.js";
  * to come back for the lock), or "" for none. ARGV[5]: that entry's lease in ms. ARGV[6]: how long
  * before the lock was granted the gate's key was already the holder's, beyond the grant's round
  * trip (see "how long the hold lasted" below), 0 for none. ARGV[7]: the token of a waiter to hand
- * the lock over to, or "" for none; ARGV[8]: its TTL in ms; ARGV[9]: its id in the queue; ARGV[10]:
- * "1" when the release passes its own keys on (ARGV[7] is then ARGV[1], see `handoff.ts`). Returns
+ * the lock over to, or "" for none; ARGV[8]: its TTL in ms; ARGV[9]: its id in the queue. Returns
  * `{deleted, waiting, ticket, hold, dev, cycle, turns, handed, head}`: how many keys were deleted, how
  * many waiters hold a lease (ahead of the new entry; a waiter handed the lock no longer counts,
  * but its wait still makes the lock contended, for the new entry and the line's pace), the
@@ -26,13 +25,7 @@ import type { Script } from "./script.js";
  *
  * The hand-over takes the keys as the poll script's take would, with the same conditions: every
  * key free (after our delete), and the waiter first in line (or the line empty). It is recorded
- * as a take aimed at the release: the next hold is learned from it, without a lead. A release that
- * passes its keys on sets them again, with its own token, whenever they were all ours, wherever
- * the waiter stands in line: the next holder already holds the lock (it was granted on the
- * releasing holder's quorum), and a gate that freed the key would leave it fewer nodes than that.
- * Where the keys were not ours (the gate lost them, or never had them), it sets nothing, but takes
- * the waiter out of the line all the same: it holds the lock, and a line headed by it would wait
- * for its lease to run out.
+ * as a take aimed at the release: the next hold is learned from it, without a lead.
  *
  * A release that deleted our keys notes the time, counts a turn (waiters see the line move by
  * it), and measures the interval since the previous release with waiters in line (the line's
@@ -129,9 +122,6 @@ if ARGV[7] and ARGV[7] ~= "" then
   redis.call("ZREMRANGEBYSCORE", KEYS[n + 2], "-inf", now)
   local rank = redis.call("ZRANK", KEYS[n + 1], ARGV[9])
   local free = rank == 0 or (not rank and redis.call("ZCARD", KEYS[n + 1]) == 0)
-  if ARGV[10] == "1" then
-    free = deleted == n
-  end
   for i = 1, n do
     if free and redis.call("EXISTS", KEYS[i]) == 1 then
       free = false
@@ -146,12 +136,6 @@ if ARGV[7] and ARGV[7] ~= "" then
     redis.call("HSET", stats, "released", 0, "taker", ARGV[7], "took", now, "unreleased", 0, "polled", 0)
     redis.call("PEXPIRE", stats, 600000)
     handed = 1
-    if rank then
-      ahead = waiting - 1
-    end
-  elseif ARGV[10] == "1" then
-    redis.call("ZREM", KEYS[n + 1], ARGV[9])
-    redis.call("ZREM", KEYS[n + 2], ARGV[9])
     if rank then
       ahead = waiting - 1
     end
@@ -180,5 +164,5 @@ local function stat(field)
   return tonumber(redis.call("HGET", stats, field) or "0")
 end
 return {deleted, ahead, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns"), handed, head}`,
-  sha1: "31cb0e487ee1dce173a0444c71d11b87fd77e5e7",
+  sha1: "190c7036f84663eeef3a9aa1722b4fdbbdfc6864",
 });
