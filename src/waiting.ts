@@ -24,13 +24,7 @@
  */
 import { fullJitterDelay } from "./backoff.js";
 import type { Engine } from "./engine.js";
-import {
-  AbortedError,
-  AcquireTimeoutError,
-  ConfigurationError,
-  InvalidArgumentError,
-  LockHeldError,
-} from "./errors.js";
+import { AbortedError, AcquireTimeoutError, ConfigurationError, InvalidArgumentError } from "./errors.js";
 import type { TaskContext } from "./fanout.js";
 import { type GateAnswer, type GateMode, gateIndex, hotKeyOf, pollGate } from "./gate.js";
 import type { HandoffOffer } from "./handoff.js";

@@ -463,53 +463,6 @@ describe("handing a lock over in its release", () => {
     expect(stale.value).toBe(t3);
   });
 
-  it("a release passes its own keys on to a waiter wherever it stands in line, only where they were its own, on real Redis and in the model", async () => {
-    const { node, model, key, keys, take, both } = gateFixture("gate-pass-on");
-    /** A release of `token` on both that passes it on to `waiter`, for 4 s. */
-    const passOn = async (token: string, waiter: string) => {
-      const real = await releaseOnGate(node, [key], token, held(5000), context(), undefined, {
-        token,
-        ttlMs: 4000,
-        waiter,
-        passOn: true,
-      });
-      const modelled = runGateRelease(model, keys, [token, "1", "5000", "", "0", "0", token, "4000", waiter, "1"]);
-      const [deleted, waiting, , , , , turns, handed, head] = modelled as number[];
-      expect(real).toMatchObject({
-        outcome: deleted ? "released" : "not-held",
-        waiting,
-        turns,
-        handedOver: handed === 1,
-        headTicket: head,
-      });
-      const value = await node.command(["GET", key], AbortSignal.timeout(5000));
-      expect(value).toBe(model.get(key) ?? null);
-      return { real, value };
-    };
-    const [t1, t4] = ["1", "4"].map((c) => c.repeat(40)) as [string, string];
-
-    // w2 and w3 wait behind t1; t1 passes the lock on to w3, second in line: its keys stay, for
-    // the next holder's TTL, w3 leaves the line, and w2 is still first in it.
-    await take("w1", t1);
-    const w2Ticket = (await both("w2", "wait", "-")).ticket;
-    expect((await both("w3", "wait", "-")).rank).toBe(1);
-    const passed = await passOn(t1, "w3");
-    expect(passed.real).toMatchObject({ outcome: "released", handedOver: true, headTicket: w2Ticket });
-    expect(passed.value).toBe(t1);
-    const pttl = Number(await node.command(["PTTL", key], AbortSignal.timeout(5000)));
-    expect(pttl).toBeGreaterThan(3000);
-    expect(pttl).toBeLessThanOrEqual(4000);
-    expect((await both("w2", "wait", "-")).rank).toBe(0);
-    expect((await both("w3", "wait", "-")).rank).toBe(1);
-
-    // A token the key does not hold passes nothing on and sets nothing, but its waiter, who holds
-    // the lock on the other nodes, leaves the line: w3 is first now.
-    const stale = await passOn(t4, "w2");
-    expect(stale.real).toMatchObject({ outcome: "not-held", handedOver: false });
-    expect(stale.value).toBe(t1);
-    expect((await both("w3", "wait", "-")).rank).toBe(0);
-  });
-
   it("the hand-over script deletes the releasing token's keys and sets the next holder's only where every key is free", async () => {
     const node = restNode(nodes[0] as { url: string; token: string });
     const [a, b] = [uniqueKey("hand-over-a"), uniqueKey("hand-over-b")].sort() as [string, string];

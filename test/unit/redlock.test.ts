@@ -317,7 +317,7 @@ describe("extend and release", () => {
     expect(clientHook).not.toHaveBeenCalled();
   });
 
-  it("releases idempotently with per-node results, also after expiry", async () => {
+  it("releases once with per-node results, also after expiry: a second call sends nothing", async () => {
     const nodes = fakeNodes(3);
     nodes[2]!.behaviour = { kind: "error" };
     const redlock = client(nodes);
@@ -327,10 +327,11 @@ describe("extend and release", () => {
     expect(first.released).toBe(2);
     expect(first.nodes.map((n) => n.outcome)).toEqual(["released", "released", "error"]);
     expect(first.report).toMatchObject({ operation: "release", ok: true, votes: 2 });
+    // A second release sends nothing and returns the first one's result.
+    const sent = nodes.map((n) => n.log.length);
     const second = await run(lock.release(), 1);
-    expect(second.released).toBe(0);
-    expect(second.nodes.map((n) => n.outcome)).not.toContain("released");
-    expect(second.report.ok).toBe(false);
+    expect(second).toBe(first);
+    expect(nodes.map((n) => n.log.length)).toEqual(sent);
     await run(redlock.settled(), 1);
     for (const n of nodes) expect(n.get("r")).toBeUndefined();
     const expired = await run(client(nodes).acquire("s", 1000), 1);

@@ -200,15 +200,13 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
   }
   let handed = 0;
   let ahead = waiting;
-  const [, , , , , , next, nextTtl, nextWaiter, passOn] = argv;
+  const [, , , , , , next, nextTtl, nextWaiter] = argv;
   if (next) {
     purge(state, now);
     const rank = rankOf(state, nextWaiter as string);
     const free =
-      passOn === "1"
-        ? deleted === n
-        : (rank === 0 || (rank === -1 && state.queue.size === 0)) &&
-          keys.slice(0, n).every((key) => store.get(key) === undefined);
+      (rank === 0 || (rank === -1 && state.queue.size === 0)) &&
+      keys.slice(0, n).every((key) => store.get(key) === undefined);
     if (free) {
       for (const key of keys.slice(0, n)) store.set(key, next, Number(nextTtl));
       state.queue.delete(nextWaiter as string);
@@ -220,10 +218,6 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
       state.polled = false;
       state.written = true;
       handed = 1;
-      if (rank >= 0) ahead--;
-    } else if (passOn === "1") {
-      state.queue.delete(nextWaiter as string);
-      state.leases.delete(nextWaiter as string);
       if (rank >= 0) ahead--;
     }
   }
