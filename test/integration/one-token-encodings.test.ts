@@ -119,14 +119,14 @@ describe("A: the reserved namespace", () => {
       ["__edge-redlock__", ":fence:x"],
     ] as const) {
       const redlock = new Redlock({ nodes: endpoints(), keyPrefix });
-      const calls = {
+      const calls: Record<string, () => Promise<unknown>> = {
         acquire: () => redlock.acquire(resource, 1000),
         tryAcquire: () => redlock.tryAcquire(resource, 1000),
         using: () => redlock.using(resource, 1000, async () => "ran"),
         "acquire of a list": () => redlock.acquire(["ordinary", resource], 1000),
       };
       for (const [name, call] of Object.entries(calls)) {
-        const outcome = await Promise.resolve()
+        const outcome: unknown = await Promise.resolve()
           .then(call)
           .then(
             (value) => value,
