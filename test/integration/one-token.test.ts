@@ -13,7 +13,7 @@ import { describe, expect, it } from "vitest";
 import { ExtendError, type Lock, Redlock } from "../../src/index.js";
 import { auditClaim } from "./support/claims.js";
 import { carries, expectHeldAlone, foreignClient, holdingFetch, sleep } from "./support/isolates.js";
-import { uniqueKey } from "./support/nodes.js";
+import { raw, uniqueKey } from "./support/nodes.js";
 import { useOwnCluster } from "./support/own-cluster.js";
 
 const nodesOf = useOwnCluster();
@@ -39,6 +39,19 @@ async function holderAndWaiter(
   await sleep(WAITER_SETTLES_MS);
   return { key, holder, waiting };
 }
+
+describe("the check", () => {
+  it("catches a lock whose keys are gone, and one whose keys expire before its claim", async () => {
+    const redlock = new Redlock({ nodes: endpoints() });
+    const gone = await redlock.acquire(uniqueKey("check-gone"), 10_000);
+    await Promise.all(endpoints().map((e) => raw(e, "DEL", gone.keys[0] as string)));
+    await expect(expectHeldAlone(endpoints(), gone)).rejects.toThrow(/PTTLs/);
+    const cut = await redlock.acquire(uniqueKey("check-cut"), 10_000);
+    await Promise.all(endpoints().map((e) => raw(e, "PEXPIRE", cut.keys[0] as string, 2000)));
+    await expect(expectHeldAlone(endpoints(), cut)).rejects.toThrow(/PTTLs/);
+    await cut.release();
+  });
+});
 
 describe("E: lock.release() sends once", () => {
   it("a second release() after the lock went to the next caller leaves that caller's keys alone", async () => {
@@ -92,11 +105,13 @@ describe("B: a late compare-and-PEXPIRE with the previous holder's token", () =>
     const redlock = new Redlock({ nodes: endpoints().map((e) => ({ ...e, fetch: held.fetch })) });
     const { holder, waiting } = await holderAndWaiter(redlock, "b1-extend-in-flight");
     // The extension to 2,345 ms reaches every node 150 ms late: after the release.
-    held.arm({ match: (args) => carries(args, 2345), phase: "request", ms: 150 });
+    const extension = held.arm({ match: (args) => carries(args, 2345), phase: "request", ms: 150 });
     const extending = holder.extend(2345).catch(() => undefined);
     await holder.release();
     const next = await waiting;
     await extending;
+    await extension.done;
+    expect(extension.held(), "extension requests held back").toBeGreaterThanOrEqual(3);
     await sleep(100);
     await expectHeldAlone(endpoints(), next);
     await next.release();
@@ -113,6 +128,7 @@ describe("B: a late compare-and-PEXPIRE with the previous holder's token", () =>
     await next.extend(30_000);
     await releasing;
     await release.done;
+    expect(release.held(), "release requests held back").toBeGreaterThanOrEqual(3);
     await sleep(100);
     await expectHeldAlone(endpoints(), next);
     await next.release();
@@ -129,6 +145,7 @@ describe("B: a late compare-and-PEXPIRE with the previous holder's token", () =>
     await next.extend(2000);
     await releasing;
     await release.done;
+    expect(release.held(), "release requests held back").toBeGreaterThanOrEqual(3);
     await sleep(100);
     await expectHeldAlone(endpoints(), next);
     await next.release();

@@ -49,7 +49,10 @@ export interface HoldBack {
  */
 export function holdingFetch(endpoints: readonly Endpoint[]): {
   fetch: typeof fetch;
-  /** Hold back the next request of each node that matches; returns when all of them are answered. */
+  /**
+   * Hold back the next request of each node that matches. `done` resolves once every node has had
+   * one held back and answered, or after 3 s (a node that got none).
+   */
   arm(rule: HoldBack): { done: Promise<void>; held(): number };
   /** Requests in flight through this fetch. */
   inFlight(): number;
@@ -90,7 +93,7 @@ export function holdingFetch(endpoints: readonly Endpoint[]): {
       const done = new Promise<void>((resolve) => (finished = resolve));
       const state = { rule, left: new Set(urls.map((_, i) => i)), finished, held: 0 };
       armed = state;
-      return { done, held: () => state.held };
+      return { done: Promise.race([done, sleep(3000)]), held: () => state.held };
     },
     inFlight: () => inFlight,
   };
