@@ -93,7 +93,7 @@ export function holdingFetch(endpoints: readonly Endpoint[]): {
       const done = new Promise<void>((resolve) => (finished = resolve));
       const state = { rule, left: new Set(urls.map((_, i) => i)), finished, held: 0 };
       armed = state;
-      return { done: Promise.race([done, sleep(3000)]), held: () => state.held };
+      return { done: Promise.race<void>([done, sleep(3000)]), held: () => state.held };
     },
     inFlight: () => inFlight,
   };
