@@ -60,7 +60,6 @@ export function holdingFetch(endpoints: readonly Endpoint[]): {
   const urls = endpoints.map((e) => new URL(e.url).href);
   let armed: { rule: HoldBack; left: Set<number>; finished: () => void; held: number } | undefined;
   let inFlight = 0;
-  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const wrapped = (async (input, init) => {
     const node = urls.indexOf(new URL(String(input instanceof Request ? input.url : input)).href);
     const args = JSON.parse(String(init?.body ?? "[]")) as unknown[];
@@ -93,7 +92,7 @@ export function holdingFetch(endpoints: readonly Endpoint[]): {
       const done = new Promise<void>((resolve) => (finished = resolve));
       const state = { rule, left: new Set(urls.map((_, i) => i)), finished, held: 0 };
       armed = state;
-      return { done: Promise.race<void>([done, sleep(3000)]), held: () => state.held };
+      return { done: Promise.race([done, sleep(3000)]), held: () => state.held };
     },
     inFlight: () => inFlight,
   };
