@@ -133,7 +133,7 @@ export const MISUSE_SCENARIOS: readonly Scenario[] = [
     ...driven,
     name: "shared-token",
     kind: "control",
-    mustFire: ["overClaim"],
+    mustFire: ["overlap", "overClaim"],
     build: "shared-token",
     description:
       "the hand-over-misuse schedule with a hand-over that leaves the keys with the releasing holder's token (the pass-on's hazard)",
