@@ -59,12 +59,16 @@ export class Worker {
   #fencingReported = false;
   #releasing: () => void = () => {};
 
-  constructor(config: ClientConfig, cluster: WorkerCluster) {
+  /** The next target of the random workload: drawn at random, or handed out in turn by the process. */
+  readonly nextTarget: () => Target;
+
+  constructor(config: ClientConfig, cluster: WorkerCluster, inTurn?: () => Target) {
     this.config = config;
     this.id = config.id;
     this.tag = cluster.tag;
     this.#nodeOffset = cluster.nodeOffset;
     this.rng = createRng(config.seed).fork(config.id);
+    this.nextTarget = inTurn ?? (() => this.rng.pick(config.resources));
     const broken = config.brokenClock ? brokenClockFetch() : undefined;
     this.redlock = new Redlock({
       nodes: cluster.nodes.map((n, i) => ({

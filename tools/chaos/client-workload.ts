@@ -17,9 +17,9 @@ import type { Rng } from "./rng.js";
 
 /** Runs the workload until the harness clock passes `untilMs` or the worker is stopped. */
 export async function runWorkload(w: Worker, untilMs: number): Promise<void> {
-  const { resources, ttlMs, misuse = {} } = w.config;
+  const { ttlMs, misuse = {} } = w.config;
   while (!w.stopping && harnessNow() < untilMs) {
-    const target = w.rng.pick(resources);
+    const target = w.nextTarget();
     if (chance(w.rng, misuse.releaseInUsing)) await usingRound(w, target, ttlMs);
     else await plainRound(w, target, ttlMs);
     await sleep(w.rng.int(0, w.config.thinkMs));

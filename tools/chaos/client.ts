@@ -12,7 +12,7 @@ import { codeOf, stall } from "./client-support.js";
 import { send, Worker, type WorkerCluster } from "./client-worker.js";
 import { misuseStaleToken, runWorkload } from "./client-workload.js";
 import { harnessNow } from "./clock.js";
-import type { ClientConfig, ToClient } from "./protocol.js";
+import type { ClientConfig, Target, ToClient } from "./protocol.js";
 import { createRng, type Rng } from "./rng.js";
 
 /** The cluster worker `j` locks on: the second one (when there is one) for the odd workers. */
@@ -20,6 +20,12 @@ function clusterOf(config: ClientConfig, j: number): WorkerCluster {
   const twin = config.twin;
   if (twin && j % 2 === 1) return twin;
   return { nodes: config.nodes, redisPorts: config.redisPorts, tag: "", nodeOffset: 0 };
+}
+
+/** The targets in turn for the workers of process `c<n>`, from target `n × workers` on. */
+function targetsInTurn(config: ClientConfig, workers: number): () => Target {
+  let next = Number(config.id.slice(1)) * workers;
+  return () => config.resources[next++ % config.resources.length] as Target;
 }
 
 function main(): void {
@@ -33,9 +39,11 @@ function main(): void {
       case "init": {
         const { config } = message;
         const count = Math.max(1, config.workers ?? 1);
+        const inTurn = config.targetsInTurn ? targetsInTurn(config, count) : undefined;
         workers = Array.from(
           { length: count },
-          (_, j) => new Worker({ ...config, id: count === 1 ? config.id : `${config.id}.${j}` }, clusterOf(config, j)),
+          (_, j) =>
+            new Worker({ ...config, id: count === 1 ? config.id : `${config.id}.${j}` }, clusterOf(config, j), inTurn),
         );
         steps = workers.map(() => Promise.resolve());
         rng = createRng(config.seed).fork(`${config.id}/stale-tokens`);

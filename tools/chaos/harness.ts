@@ -224,6 +224,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
           }
         : {}),
       ...(scenario.misuse ? { misuse: scenario.misuse } : {}),
+      ...(scenario.targets ? { targetsInTurn: true } : {}),
       redisPorts: lockNodes.map((n) => n.redisPort),
       resourcePort: store.nodes[0]?.redisPort as number,
       quorum: scenario.quorum,

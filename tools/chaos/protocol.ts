@@ -24,6 +24,11 @@ export interface ClientConfig {
   readonly maxAttempts: number;
   /** What the random workload locks: a resource, or several locked all-or-none. */
   readonly resources: readonly Target[];
+  /**
+   * The workers of a process take the targets in turn (from an offset per process) instead of at
+   * random: every target is locked within a few rounds, and neighbours in the list at once.
+   */
+  readonly targetsInTurn?: boolean;
   /** Probability that a holder extends its lock once, with a TTL drawn from [ttl, 2 ttl] (never shortening it). */
   readonly extendProbability: number;
   /** Longest work under the lock between the read and the write of the counter, ms. */

@@ -65,7 +65,8 @@ export interface Scenario {
   };
   /**
    * What the random workload locks, from the scenario's key prefix, instead of its default
-   * resources (or the hot key): names that need no prefix are lock keys too.
+   * resources (or the hot key): names that need no prefix are lock keys too. The workers of a
+   * process take them in turn, so that each is locked within a few rounds.
    */
   readonly targets?: (keyPrefix: string) => readonly Target[];
   /** The API misused as users misuse it, by the random workload (see `Misuse` in protocol.ts). */
