@@ -79,7 +79,7 @@ export const MISUSE_SCENARIOS: readonly Scenario[] = [
     description:
       "12 workers on a hot key, 6 per process, requests late with jitter: extensions (shorter or longer than the TTL) left in flight at the release",
     hotKey: { workers: 12, processes: 2 },
-    misuse: { extendInFlight: 0.5 },
+    misuse: { extendInFlight: 0.7 },
     faults: ["latency"],
   },
   {
@@ -87,8 +87,8 @@ export const MISUSE_SCENARIOS: readonly Scenario[] = [
     name: "equal-ids",
     kind: "safe",
     description:
-      "two 3-node clusters whose node configs carry the same ids, in every process: 12 workers on one hot key name, half on each cluster",
-    hotKey: { workers: 12 },
+      "two 3-node clusters whose node configs carry the same ids, in both processes: 12 workers on one hot key name, half on each cluster",
+    hotKey: { workers: 12, processes: 2 },
     faults: [],
   },
   {
