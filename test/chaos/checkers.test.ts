@@ -60,6 +60,35 @@ describe("checker 1: overlapping grants", () => {
     expect(overlap).toMatchObject({ start: 1200, end: 1800 });
   });
 
+  it("counts a lock of several resources as a claim on each, and keeps names apart that only a separator joins", () => {
+    const history = [
+      ...grant("c0", "a", { resources: ["x", "y"], acquiredAt: 0, claimedUntil: 1000, releaseAt: 600 }),
+      ...grant("c1", "b", { resource: "y", acquiredAt: 500, claimedUntil: 1500 }),
+      // "x\ny" is its own resource: the pair's claim does not cover it.
+      ...grant("c2", "c", { resource: "x\ny", acquiredAt: 100, claimedUntil: 900 }),
+    ];
+    const result = checkOverlaps(history);
+    expect(result.grants).toBe(4);
+    expect(result.anomalies).toHaveLength(1);
+    expect(result.anomalies[0]).toMatchObject({
+      resource: "y",
+      first: { lock: "a" },
+      second: { lock: "b" },
+      start: 500,
+      end: 600,
+    });
+  });
+
+  it("keeps a second holder of the same token apart from the first (a lock passed on with its token)", () => {
+    const history = [
+      ...grant("c0.0", "a", { acquiredAt: 0, claimedUntil: 1000, releaseAt: 300 }),
+      ...grant("c0.1", "a", { acquiredAt: 310, claimedUntil: 1000 }),
+      ...grant("c1.0", "b", { acquiredAt: 400, claimedUntil: 1400 }),
+    ];
+    const [overlap] = checkOverlaps(history).anomalies;
+    expect(overlap).toMatchObject({ first: { process: "c0.1", lock: "a" }, second: { process: "c1.0" }, start: 400 });
+  });
+
   it("ignores other resources and differences within the cross-process tolerance", () => {
     const history = [
       ...grant("c0", "a", { acquiredAt: 0, claimedUntil: 1000 }),

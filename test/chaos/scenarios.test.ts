@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gateIndex } from "../../src/gate.js";
 import { createForkPool } from "../../tools/chaos/clients.js";
 import { runScenario, type ScenarioResult, type SharedNodes, startSharedNodes } from "../../tools/chaos/harness.js";
-import type { AuditEvent } from "../../tools/chaos/history.js";
+import type { AuditEvent, HistoryEvent, InfoEvent, LockEvent } from "../../tools/chaos/history.js";
 import { summarize } from "../../tools/chaos/report.js";
 import { createBuildCache } from "../../tools/chaos/run.js";
 import { SCENARIOS } from "../../tools/chaos/scenarios.js";
@@ -119,6 +119,48 @@ describe("chaos scenarios, seed 1", () => {
     expect(polls.length).toBeGreaterThan(0);
     expect(polls.every((e) => e.f === "monitor" && e.node === gate)).toBe(true);
     expect(hot!.checks.overlap.grants).toBeGreaterThan(10);
+  });
+
+  it("misused the API in the misuse scenarios, with several workers in each process", () => {
+    const history = (name: string) => {
+      const result = results.get(name);
+      expect(result, name).toBeDefined();
+      return result?.history ?? [];
+    };
+    const count = (name: string, match: (e: HistoryEvent) => boolean) => history(name).filter(match).length;
+    const detail = (e: HistoryEvent) => (e as LockEvent).detail;
+    expect(
+      count("release-twice", (e) => e.f === "release" && e.type === "invoke" && detail(e) === "again"),
+    ).toBeGreaterThan(0);
+    expect(
+      count("release-twice", (e) => e.f === "acquire" && e.type === "invoke" && detail(e) === "using"),
+    ).toBeGreaterThan(0);
+    const byToken = (e: HistoryEvent) =>
+      e.f === "note" && /by token answered$/.test(String((e as InfoEvent).data?.text));
+    expect(count("stale-tokens", byToken)).toBeGreaterThan(0);
+    expect(count("extend-in-flight", (e) => e.f === "extend" && detail(e) === "in flight")).toBeGreaterThan(0);
+    // Both clusters granted the same name; the second's grants carry its tag.
+    const granted = (name: string) =>
+      history(name).flatMap((e) => (e.f === "acquire" && e.type === "ok" ? [(e as LockEvent).resource] : []));
+    const twins = granted("equal-ids");
+    expect(twins.some((r) => r.startsWith("twin/"))).toBe(true);
+    expect(twins.some((r) => !r.startsWith("twin/"))).toBe(true);
+    const odd = granted("odd-names");
+    expect(odd.some((r) => r.includes("\n"))).toBe(true);
+    expect(odd.some((r) => r.length === 1024)).toBe(true);
+    expect(
+      history("odd-names").some(
+        (e) => e.f === "acquire" && e.type === "ok" && (e as LockEvent).resources?.length === 2,
+      ),
+    ).toBe(true);
+    // In-isolate waiters: workers "c0.1", "c0.2", … of one process held the lock in turn.
+    expect(
+      new Set(
+        history("release-twice")
+          .filter((e) => e.f === "acquire" && e.type === "ok")
+          .map((e) => e.process),
+      ).size,
+    ).toBeGreaterThan(1);
   });
 
   it("reports the shortened-extension defect through checker 2, after the extension, and only on the defective build", () => {

@@ -53,6 +53,19 @@ describe("MONITOR lines", () => {
     expect(monitorLineToEvent(line(["GET", "chaos:r"]), 0, 4, "chaos:", scripts)).toBeUndefined();
   });
 
+  it("keeps exact lock keys outside the prefix, and tags a second cluster's keys", () => {
+    const scripts = new Map<string, "extend" | "release" | "other">();
+    const line = (args: string[]) => ({ time: "1000.000500", args, source: "127.0.0.1:5000" });
+    const json = '["chaos:a","chaos:b"]';
+    const keys = { extra: new Set([json]), tag: "twin/" };
+    expect(monitorLineToEvent(line(["DEL", json]), 0, 0, "chaos:", scripts, keys)).toMatchObject({
+      key: `twin/${json}`,
+    });
+    expect(monitorLineToEvent(line(["DEL", '["x"]']), 0, 1, "chaos:", scripts, keys)).toBeUndefined();
+    const evalsha = line(["EVALSHA", releaseScript.sha1, "1", "chaos:r", "tok"]);
+    expect(monitorLineToEvent(evalsha, 0, 2, "chaos:", scripts, keys)).toMatchObject({ key: "twin/chaos:r" });
+  });
+
   it("classifies the library's scripts and never the harness's own", () => {
     expect(classifyScript(extendScript.source)).toBe("extend");
     expect(classifyScript(releaseScript.source)).toBe("release");
@@ -67,8 +80,10 @@ describe("patched builds", () => {
   it("re-introduces the shortened-extension defect in extended()", () => {
     const [patch] = PATCHES["defect-extension"];
     const patched = patch?.apply(src("lock.ts")) ?? "";
-    expect(patched).toContain("if (deadline > this.#deadline) this.#deadline = deadline;");
-    expect(patched).not.toMatch(/\n\s*this\.#deadline = deadline;/);
+    expect(patched).toMatch(
+      /if \(deadline > this\.#deadline\) this\.#deadline = (deadline|Math\.min\(deadline, [^;]*\));/,
+    );
+    expect(patched).not.toMatch(/\n\s*this\.#deadline = (deadline|Math\.min\(deadline, [^;]*\));/);
   });
 
   it("builds a release script without the token comparison, with a matching SHA-1", () => {
@@ -78,9 +93,35 @@ describe("patched builds", () => {
     expect(patched).not.toContain(releaseScript.sha1);
   });
 
+  it("gives the next holder of a hand-over the releasing holder's token, on every node", () => {
+    const [patch] = PATCHES["shared-token"];
+    const patched = patch?.apply(src("operations/release.ts")) ?? "";
+    expect(patched).toContain("handOverOnNode(engine.node(i), keys, token, { ...handoff.offer, token }, context)");
+    // The gate node: the waiter's token replaced by the releasing holder's in what the gate sets.
+    expect(patched.includes("next && { ...next, token }") || patched.includes("token: token,")).toBe(true);
+  });
+
+  it("keys the isolate's state by the nodes' display ids", () => {
+    const [patch] = PATCHES["display-id"];
+    const patched = patch?.apply(src("hot-resources.ts")) ?? "";
+    const body = /export function nodeIdentity\([^)]*\)[^{]*\{([\s\S]*?)\n\}/.exec(patched)?.[1];
+    expect(body?.trim()).toBe(`return \`rest \${node.id}\`;`);
+  });
+
+  it('joins the keys of a resource set with "\\n" and takes up any offer filed under that name', () => {
+    const [gate, hot] = PATCHES["newline-hot-key"];
+    const patchedGate = gate?.apply(src("gate.ts")) ?? "";
+    const body = /export function hotKeyOf\([^)]*\)[^{]*\{([\s\S]*?)\n\}/.exec(patchedGate)?.[1];
+    expect(body?.trim()).toBe('return keys.join("\\n");');
+    expect(hot?.apply(src("hot-resources.ts"))).not.toMatch(/sameKeys\(offer\.keys/);
+  });
+
   it("fails loudly when a patch target is gone", () => {
     expect(() => PATCHES["defect-extension"][0]?.apply("class Lock {}")).toThrow(/patch target not found/);
     expect(() => replaceOnce("a a", /a/, "b", "twice")).toThrow(/found 2/);
+    for (const variant of ["shared-token", "display-id", "newline-hot-key"] as const) {
+      for (const patch of PATCHES[variant]) expect(() => patch.apply("class X {}")).toThrow(/patch target not found/);
+    }
   });
 });
 
@@ -161,6 +202,11 @@ describe("command line and verdicts", () => {
     expect(verdictOf(scenarioByName("healthy"), { ...clean, lostFenced: 1 }).pass).toBe(false);
     expect(verdictOf(scenarioByName("s8-q3"), clean).reasons).toEqual(["overlap did not fire"]);
     expect(verdictOf(scenarioByName("s8-q3"), { ...clean, overlap: 1 }).pass).toBe(true);
+  });
+
+  it("runs every patched build in a control", () => {
+    const controlled = new Set(SCENARIOS.filter((s) => s.kind === "control").map((s) => s.build));
+    for (const variant of Object.keys(PATCHES)) expect(controlled).toContain(variant);
   });
 
   it("has a negative control for every checker of safety", () => {

@@ -5,8 +5,16 @@
  * - `defect-extension`: the shortened-extension defect re-introduced (an extension may only move
  *   the deadline later), which checker 2 must report;
  * - `broken-release`: a release script that deletes the key without comparing the token, which
- *   checker 3 must report.
- * A patch that no longer matches the source fails loudly instead of building an unpatched copy.
+ *   checker 3 must report;
+ * - `shared-token`: a hand-over that leaves the keys with the releasing holder's token (the
+ *   pass-on's hazard: two holders, one token), which checker 2 must report;
+ * - `display-id`: the isolate's state shared by clients whose nodes have the same display ids;
+ * - `newline-hot-key`: the isolate's name of a resource set joined by "\n" (`["a", "b"]` is then
+ *   `"a\nb"`), and a release that takes up any offer filed under its name: C1 and C2 must report
+ *   both (see `scenarios-misuse.ts`).
+ * A patch that no longer matches the source fails loudly instead of building an unpatched copy;
+ * where the source has had more than one shape, a patch lists each, and the first that matches
+ * applies.
  * @module
  */
 import { createHash } from "node:crypto";
@@ -17,7 +25,13 @@ import { fileURLToPath } from "node:url";
 import { build, type Plugin } from "esbuild";
 
 /** Which library the clients run. */
-export type BuildVariant = "src" | "defect-extension" | "broken-release";
+export type BuildVariant =
+  | "src"
+  | "defect-extension"
+  | "broken-release"
+  | "shared-token"
+  | "display-id"
+  | "newline-hot-key";
 
 /** A built client. */
 export interface ClientBuild {
@@ -44,10 +58,20 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
     {
       file: "lock.ts",
       apply: (text) =>
-        replaceOnce(
+        replaceOneOf(
           text,
-          /(extended\(deadline: number(?:, ttlMs: number)?\): void \{[^}]*?)this\.#deadline = deadline;/,
-          "$1if (deadline > this.#deadline) this.#deadline = deadline;",
+          [
+            {
+              pattern: /(extended\(deadline: number(?:, ttlMs: number)?\): void \{[^}]*?)this\.#deadline = deadline;/,
+              replacement: "$1if (deadline > this.#deadline) this.#deadline = deadline;",
+            },
+            // Since maxHoldMs caps the claim: the deadline is also capped by the hold limit.
+            {
+              pattern:
+                /(extended\(deadline: number(?:, ttlMs: number)?\): void \{[^}]*?)this\.#deadline = (Math\.min\(deadline, [^;]*\));/,
+              replacement: "$1if (deadline > this.#deadline) this.#deadline = $2;",
+            },
+          ],
           "lock.ts: `this.#deadline = deadline;` inside extended()",
         ),
     },
@@ -69,7 +93,111 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
       },
     },
   ],
+  "shared-token": [
+    {
+      file: "operations/release.ts",
+      apply: (text) => {
+        // The other nodes: the hand-over script compares the releasing holder's token and "sets"
+        // the next holder's, which is now that same token.
+        const others = replaceOneOf(
+          text,
+          [
+            {
+              pattern: /handOverOnNode\(\s*engine\.node\(i\),\s*keys,\s*token,\s*handoff\.offer,\s*context\s*\)/,
+              replacement: "handOverOnNode(engine.node(i), keys, token, { ...handoff.offer, token }, context)",
+            },
+          ],
+          "operations/release.ts: handOverOnNode(engine.node(i), keys, token, handoff.offer, context)",
+        );
+        // The gate node: its release script hands the keys over with `next.token`.
+        return replaceOneOf(
+          others,
+          [
+            {
+              pattern:
+                /releaseOnGate\(\s*engine\.node\(i\),\s*keys,\s*token,\s*hold,\s*context,\s*requeue,\s*next\s*\)/,
+              replacement:
+                "releaseOnGate(engine.node(i), keys, token, hold, context, requeue, next && { ...next, token })",
+            },
+            // Before the pass-on was removed: `to.token` was the waiter's unless passing on.
+            { pattern: /token: passOn === undefined \? next\.token : token,/, replacement: "token: token," },
+          ],
+          "operations/release.ts: the next holder's token in releaseOnGate's `next`",
+        );
+      },
+    },
+  ],
+  "display-id": [
+    {
+      file: "hot-resources.ts",
+      apply: (text) =>
+        replaceOneOf(
+          text,
+          [
+            {
+              pattern: /export function nodeIdentity\(\s*(\w+)([^)]*)\)([^{]*)\{[\s\S]*?\n\}/,
+              replacement: (_match, node, params, returns) =>
+                `export function nodeIdentity(${node}${params})${returns}{\n  return \`rest \${${node}.id}\`;\n}`,
+            },
+          ],
+          "hot-resources.ts: the body of nodeIdentity(node, config)",
+        ),
+    },
+  ],
+  "newline-hot-key": [
+    {
+      file: "gate.ts",
+      apply: (text) =>
+        replaceOneOf(
+          text,
+          [
+            {
+              pattern: /export function hotKeyOf\(\s*(\w+)([^)]*)\)([^{]*)\{[\s\S]*?\n\}/,
+              replacement: (_match, keys, params, returns) =>
+                `export function hotKeyOf(${keys}${params})${returns}{\n  return ${keys}.join("\\n");\n}`,
+            },
+          ],
+          "gate.ts: the body of hotKeyOf(keys)",
+        ),
+    },
+    {
+      // A release takes up only an offer for exactly its keys: a second layer, which must go too
+      // for the collision to reach a grant (before that check existed, there is nothing to remove).
+      file: "hot-resources.ts",
+      apply: (text) =>
+        replaceOneOf(
+          text,
+          [
+            { pattern: /\s*\|\|\s*!sameKeys\(offer\.keys,\s*keys\)/, replacement: "" },
+            { pattern: /claimHandoff\(key: string\): HandoffOffer \| undefined \{/, replacement: "$&" },
+          ],
+          "hot-resources.ts: claimHandoff's check of the offer's keys",
+        ),
+    },
+  ],
 };
+
+/** One shape of a patch target, and what replaces it (a string with `$1`…, or a function of the match). */
+export interface Alternative {
+  readonly pattern: RegExp;
+  readonly replacement: string | ((match: string, ...groups: string[]) => string);
+}
+
+/**
+ * The first alternative whose pattern matches exactly once, applied; throws when none does (each
+ * alternative is one shape the source has had: the patch follows the code across a rewrite).
+ */
+export function replaceOneOf(text: string, alternatives: readonly Alternative[], what: string): string {
+  for (const { pattern, replacement } of alternatives) {
+    const global = new RegExp(pattern.source, pattern.flags.includes("g") ? pattern.flags : `${pattern.flags}g`);
+    if ((text.match(global)?.length ?? 0) === 1) {
+      return typeof replacement === "string" ? text.replace(pattern, replacement) : text.replace(pattern, replacement);
+    }
+  }
+  throw new Error(
+    `patch target not found exactly once in any of its ${alternatives.length} known shapes: ${what}. Update tools/chaos/build.ts.`,
+  );
+}
 
 /** `text.replace(pattern, replacement)`, throwing when the pattern does not match exactly once. */
 export function replaceOnce(text: string, pattern: RegExp, replacement: string, what: string): string {

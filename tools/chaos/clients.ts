@@ -7,7 +7,7 @@ import { type ChildProcess, fork } from "node:child_process";
 import { findExecutable } from "../nodes/ensure-redis.js";
 import { harnessNow } from "./clock.js";
 import type { HistoryEvent } from "./history.js";
-import type { ClientConfig, DrivenOp, FromClient, ToClient } from "./protocol.js";
+import type { ClientConfig, DrivenOp, FromClient, StaleToken, ToClient } from "./protocol.js";
 
 /** One client process. */
 export interface ClientProcess {
@@ -19,8 +19,10 @@ export interface ClientProcess {
   alive(): boolean;
   /** Starts the random workload until the harness time `untilMs`. */
   run(untilMs: number): void;
-  /** Runs one driven operation; resolves with its outcome. */
+  /** Runs one driven operation (by worker `op.worker`, default 0); resolves with its outcome. */
   perform(op: DrivenOp, timeoutMs?: number): Promise<{ ok: boolean; detail?: string }>;
+  /** Hands it a token another worker released, to misuse by token (see `Misuse.staleToken`). */
+  stale(stale: StaleToken): void;
   pause(): void;
   resume(): void;
   /** Blocks its event loop for `ms`. */
@@ -34,8 +36,15 @@ export interface ClientProcess {
 /** A client process that is loading; `init` configures it. */
 export interface ForkedClient {
   readonly pid: number;
-  /** Sends the configuration, waits until ready, and measures its clock offset; its events go to `emit`. */
-  init(config: ClientConfig, emit: (event: HistoryEvent) => void): Promise<ClientProcess>;
+  /**
+   * Sends the configuration, waits until ready, and measures its clock offset; its events go to
+   * `emit`, the tokens its workers share after a release to `onToken` (they never enter the history).
+   */
+  init(
+    config: ClientConfig,
+    emit: (event: HistoryEvent) => void,
+    onToken?: (stale: StaleToken) => void,
+  ): Promise<ClientProcess>;
   /** SIGKILLs it (when the run fails before `init`). */
   kill(): void;
 }
@@ -65,7 +74,7 @@ export function forkClient(bundle: string): ForkedClient {
     kill: () => {
       child.kill("SIGKILL");
     },
-    init: (config, emit) => initClient(child, pid, exitedEarly, config, emit),
+    init: (config, emit, onToken) => initClient(child, pid, exitedEarly, config, emit, onToken),
   };
 }
 
@@ -106,6 +115,7 @@ async function initClient(
   exitedEarly: Promise<void>,
   config: ClientConfig,
   emit: (event: HistoryEvent) => void,
+  onToken: (stale: StaleToken) => void = () => {},
 ): Promise<ClientProcess> {
   const holding = new Map<string, string>();
   let exited = child.exitCode !== null || child.signalCode !== null;
@@ -131,6 +141,9 @@ async function initClient(
         break;
       case "stopped":
         onStopped?.();
+        break;
+      case "token":
+        onToken(message.stale);
         break;
       case "pong":
       case "done":
@@ -194,6 +207,7 @@ async function initClient(
       if (done?.type !== "done") return { ok: false, detail: "no answer" };
       return done.detail === undefined ? { ok: done.ok } : { ok: done.ok, detail: done.detail };
     },
+    stale: (stale) => post({ type: "stale", stale }),
     pause: () => signal("SIGSTOP"),
     resume: () => signal("SIGCONT"),
     stall: (ms) => post({ type: "stall", ms }),

@@ -11,6 +11,7 @@ import { harnessNow } from "./clock.js";
 import type { FaultSpec, HistoryEvent } from "./history.js";
 import type { Monitors } from "./monitor.js";
 import { clockJump, sleep } from "./nemesis.js";
+import type { StaleToken } from "./protocol.js";
 import type { FaultProxy } from "./proxy.js";
 
 /** What a driver works with. */
@@ -24,6 +25,13 @@ export interface DriverContext {
   readonly ttlMs: number;
   readonly keyPrefix: string;
   readonly emit: (event: HistoryEvent) => void;
+  /**
+   * The last token a worker shared on releasing `resources` (a `release` step with `shareToken`),
+   * for the by-token steps; `tag`: the cluster's history tag (see {@link DriverContext.twinTag}).
+   */
+  readonly lastToken: (resources: string | readonly string[], tag?: string) => StaleToken | undefined;
+  /** The history tag of the second cluster's resources, in a scenario with two (see `TwinCluster`). */
+  readonly twinTag: string;
   /** The failover control only: promote the replica after killing the master (see harness.ts). */
   readonly failover?: { readonly blockReplication: () => void; readonly failOver: () => Promise<void> };
 }
@@ -42,7 +50,7 @@ async function fault<T>(ctx: DriverContext, spec: Omit<FaultSpec, "id">, action:
 }
 
 /** Starts a fault that stays on until the returned function is called. */
-function open(ctx: DriverContext, spec: Omit<FaultSpec, "id">): () => void {
+export function open(ctx: DriverContext, spec: Omit<FaultSpec, "id">): () => void {
   const f: FaultSpec = { id: nextFaultId++, ...spec };
   ctx.emit({ t: harnessNow(), process: "nemesis", type: "info", f: "fault-start", fault: f });
   ctx.proxy.add(f);
@@ -52,12 +60,12 @@ function open(ctx: DriverContext, spec: Omit<FaultSpec, "id">): () => void {
   };
 }
 
-function clientsOf(ctx: DriverContext, count: number): ClientProcess[] {
+export function clientsOf(ctx: DriverContext, count: number): ClientProcess[] {
   if (ctx.clients.length < count) throw new Error(`this schedule needs ${count} clients, got ${ctx.clients.length}`);
   return ctx.clients.slice(0, count) as ClientProcess[];
 }
 
-function note(ctx: DriverContext, text: string, data: Record<string, unknown> = {}): void {
+export function note(ctx: DriverContext, text: string, data: Record<string, unknown> = {}): void {
   ctx.emit({ t: harnessNow(), process: "harness", type: "info", f: "note", data: { text, ...data } });
 }
 

@@ -4,23 +4,32 @@
  * fixed driver. Collects one history, checks it, and tears everything down by PID.
  * @module
  */
-import { Redis } from "ioredis";
 import { gateIndex } from "../../src/gate.js";
-import { FencingError, Redlock } from "../../src/index.js";
 import { type NodeCluster, startNodes } from "../nodes/index.js";
 import type { ClientBuild } from "./build.js";
 import { type AnomalyCounts, anomalyCounts, type CheckResults, checkHistory } from "./checkers/index.js";
 import { type ClientProcess, type ForkedClient, type ForkPool, forkClient } from "./clients.js";
 import { harnessNow } from "./clock.js";
 import type { DriverContext } from "./drivers.js";
+import {
+  failOver,
+  initializeFencingOn,
+  recordNodeClocks,
+  refresh,
+  type SharedNodes,
+  scanLeftovers,
+  startReplica,
+} from "./harness-nodes.js";
 import type { FaultEvent, HistoryEvent } from "./history.js";
 import { startMonitors } from "./monitor.js";
 import { drawSchedule, type NemesisContext, runSchedule, sleep } from "./nemesis.js";
-import type { ClientConfig } from "./protocol.js";
+import type { ClientConfig, StaleToken } from "./protocol.js";
 import { startFaultProxy } from "./proxy.js";
 import { createRng } from "./rng.js";
 import type { Scenario } from "./scenarios.js";
-import { startTcpRelay, type TcpRelay } from "./tcp-relay.js";
+import type { TcpRelay } from "./tcp-relay.js";
+
+export { type SharedNodes, startSharedNodes } from "./harness-nodes.js";
 
 /** Options of one run of a scenario. */
 export interface RunOptions {
@@ -65,50 +74,8 @@ const keyPrefixOf = (scenario: Scenario) => `chaos:${scenario.name}:`;
 /** How long the end of a run waits for the nodes' MONITOR streams to catch up, ms. */
 const MONITOR_DRAIN_TIMEOUT_MS = 15_000;
 
-/**
- * Nodes shared by the scenarios of a run (starting 5 nodes costs more than a short scenario):
- * before each scenario, every node is brought back (restarted if killed, continued if paused) and
- * emptied, scripts included, so it behaves as a fresh node.
- */
-export interface SharedNodes {
-  /** Lock nodes, for every scenario with as many nodes and no replica. */
-  readonly cluster: NodeCluster;
-  /** The resource store (protected counters). */
-  readonly store: NodeCluster;
-}
-
-/** Starts {@link SharedNodes}. */
-export async function startSharedNodes(count = 5): Promise<SharedNodes & { stop(): Promise<void> }> {
-  const cluster = await startNodes({ count });
-  const store = await startNodes({ count: 1 }).catch(async (error) => {
-    await cluster.stop();
-    throw error;
-  });
-  return {
-    cluster,
-    store,
-    stop: async () => {
-      await Promise.all([cluster.stop(), store.stop()]);
-    },
-  };
-}
-
-/** Brings every node of a shared cluster back to a fresh, running, empty state. */
-async function refresh(cluster: NodeCluster): Promise<void> {
-  const running = new Set(cluster.pids());
-  for (const node of cluster.nodes) {
-    if (running.has(node.pid)) cluster.resume(node.index);
-    else await cluster.restart(node.index);
-    cluster.setDelay(node.index, 0);
-    const redis = new Redis({ host: "127.0.0.1", port: node.redisPort, maxRetriesPerRequest: 1 });
-    try {
-      await redis.flushall();
-      await redis.script("FLUSH");
-    } finally {
-      redis.disconnect();
-    }
-  }
-}
+/** The history tag of the second cluster's resources (see `TwinCluster` in protocol.ts). */
+const TWIN_TAG = "twin/";
 
 /** Runs one scenario. */
 export async function runScenario(scenario: Scenario, options: RunOptions): Promise<ScenarioResult> {
@@ -138,11 +105,15 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   const cleanups: (() => Promise<void> | void)[] = [];
   const clients: ClientProcess[] = [];
   const pids = new Set<number>();
-  const clientCount = scenario.driver ? (scenario.driverClients ?? options.processes) : options.processes;
+  const clientCount = scenario.driver
+    ? (scenario.driverClients ?? options.processes)
+    : (scenario.hotKey?.processes ?? options.processes);
   // Workers per process: the random workload spreads its workers over the processes.
   const workerCount = scenario.hotKey?.workers ?? options.clients;
   const workersOf = (index: number) =>
-    scenario.driver ? 1 : Math.floor(workerCount / clientCount) + (index < workerCount % clientCount ? 1 : 0);
+    scenario.driver
+      ? (scenario.driverWorkers ?? 1)
+      : Math.floor(workerCount / clientCount) + (index < workerCount % clientCount ? 1 : 0);
   // Fork the clients first: they load the bundle while the nodes start.
   const forked: ForkedClient[] = [];
   const forkOne = () => {
@@ -182,6 +153,14 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       notePids(ownStore);
     }
     const lockNodes = cluster.nodes.slice(0, scenario.nodes);
+    // Two clusters with equal node ids: a second one of as many nodes, for this scenario alone.
+    let twinNodes: NodeCluster["nodes"] = [];
+    if (scenario.equalIds) {
+      const twin = await startNodes({ count: scenario.nodes });
+      cleanups.push(() => twin.stop());
+      notePids(twin);
+      twinNodes = twin.nodes;
+    }
     let relay: TcpRelay | undefined;
     if (scenario.replicated) {
       relay = await startReplica(cluster);
@@ -189,23 +168,63 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       cleanups.push(() => r.close());
     }
 
+    // The second cluster's nodes follow the first's, in the proxy, the MONITORs and the audits.
+    const allNodes = [...lockNodes, ...twinNodes];
     const proxy = await startFaultProxy(
-      lockNodes.map((n) => n.url),
+      allNodes.map((n) => n.url),
       seed,
     );
     cleanups.push(() => proxy.close());
     const keyPrefix = keyPrefixOf(scenario);
     if (scenario.fencing) await initializeFencingOn(lockNodes);
-    const monitors = await startMonitors({ ports: lockNodes.map((n) => n.redisPort), keyPrefix, emit });
+    const resources = scenario.targets
+      ? scenario.targets(keyPrefix)
+      : scenario.hotKey
+        ? [`${keyPrefix}hot`]
+        : [`${keyPrefix}r0`, `${keyPrefix}r1`];
+    const extraKeys = new Set(resources.flat().filter((r) => !r.startsWith(keyPrefix)));
+    const monitors = await startMonitors({
+      ports: allNodes.map((n) => n.redisPort),
+      keyPrefix,
+      emit,
+      ...(extraKeys.size > 0 ? { extraKeys } : {}),
+      ...(twinNodes.length > 0 ? { keyTags: allNodes.map((_, i) => (i < lockNodes.length ? "" : TWIN_TAG)) } : {}),
+    });
     cleanups.push(() => monitors.close());
-    await recordNodeClocks(lockNodes, emit);
+    await recordNodeClocks(allNodes, emit);
 
-    const resources = scenario.hotKey ? [`${keyPrefix}hot`] : [`${keyPrefix}r0`, `${keyPrefix}r1`];
+    // Tokens the workers share after a release: the last one of each resource set (the drivers
+    // misuse it by token), and, when the scenario asks for it, each is handed to another process.
+    const tokens = new Map<string, StaleToken>();
+    const tokenRng = rng.fork("stale-tokens");
+    const onToken = (stale: StaleToken) => {
+      tokens.set(stale.tag + JSON.stringify(stale.resources), stale);
+      if (scenario.driver || !scenario.misuse?.staleToken) return;
+      const sender = stale.from.split(".")[0];
+      const others = clients.filter((c) => c.alive() && (clients.length === 1 || c.id !== sender));
+      if (others.length > 0) tokenRng.pick(others).stale(stale);
+    };
     let nextClient = 0;
     const configFor = (index: number): ClientConfig => ({
       id: `c${index}`,
       workers: Math.max(1, workersOf(index)),
       nodes: lockNodes.map((n, i) => ({ url: proxy.urlFor(i, `c${index}`), token: n.token })),
+      ...(twinNodes.length > 0
+        ? {
+            nodeIds: lockNodes.map((_, i) => `node-${i + 1}`),
+            twin: {
+              nodes: twinNodes.map((n, i) => ({
+                url: proxy.urlFor(lockNodes.length + i, `c${index}`),
+                token: n.token,
+              })),
+              redisPorts: twinNodes.map((n) => n.redisPort),
+              tag: TWIN_TAG,
+              nodeOffset: lockNodes.length,
+            },
+          }
+        : {}),
+      ...(scenario.misuse ? { misuse: scenario.misuse } : {}),
+      ...(scenario.targets ? { targetsInTurn: true } : {}),
       redisPorts: lockNodes.map((n) => n.redisPort),
       resourcePort: store.nodes[0]?.redisPort as number,
       quorum: scenario.quorum,
@@ -223,7 +242,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       fencing: scenario.fencing === true,
     });
     const spawn = async (f: ForkedClient = forkOne()) => {
-      const client = await f.init(configFor(nextClient++), emit);
+      const client = await f.init(configFor(nextClient++), emit, onToken);
       clients.push(client);
       return client;
     };
@@ -245,6 +264,8 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
         ttlMs: scenario.ttlMs,
         keyPrefix,
         emit,
+        lastToken: (resources, tag = "") => tokens.get(tag + JSON.stringify([resources].flat().sort())),
+        twinTag: TWIN_TAG,
         ...(relay
           ? {
               failover: {
@@ -266,7 +287,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
         quorum: scenario.quorum,
         ttlMs: scenario.ttlMs,
         // The clients' keys are the resources (no key prefix), so this is the node they wait at.
-        ...(scenario.hotKey ? { targetNode: gateIndex(resources, scenario.nodes) } : {}),
+        ...(scenario.hotKey ? { targetNode: gateIndex([resources[0] ?? ""].flat(), scenario.nodes) } : {}),
       });
       const startedAt = harnessNow();
       workloadUntil = startedAt + options.durationMs;
@@ -300,8 +321,8 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       f: "run-end",
       data: { workloadMs: workloadUntil - started },
     });
-    await scanLeftovers(cluster, scenario, keyPrefix, emit);
-    await recordNodeClocks(lockNodes, emit);
+    await scanLeftovers(scenario.replicated ? cluster.nodes.slice(0, 2) : allNodes, keyPrefix, emit);
+    await recordNodeClocks(allNodes, emit);
     // MONITOR lines trail the commands: wait until every stream shows a marker sent now. A stream
     // read short of its end (the fixed 100 ms pause this replaces, on a loaded machine) lacks the
     // last grants' writes, which checker 2's log half reads as keys the nodes never held: false
@@ -347,19 +368,6 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   };
 }
 
-/**
- * Mark the lock nodes for fencing, once per fenced scenario (the nodes are flushed between
- * scenarios). A refusal because a marker is already there is fine: they are marked.
- */
-async function initializeFencingOn(nodes: readonly { url: string; token: string }[]): Promise<void> {
-  const redlock = new Redlock({ nodes: nodes.map(({ url, token }) => ({ url, token })) });
-  try {
-    await redlock.initializeFencing();
-  } catch (error) {
-    if (!(error instanceof FencingError && error.code === "FENCING_INIT_REFUSED")) throw error;
-  }
-}
-
 /** Whether the anomalies are what the scenario expects. */
 export function verdictOf(scenario: Scenario, a: AnomalyCounts): { pass: boolean; reasons: string[] } {
   const reasons: string[] = [];
@@ -390,126 +398,4 @@ export function verdictOf(scenario: Scenario, a: AnomalyCounts): { pass: boolean
     }
   }
   return { pass: reasons.length === 0, reasons };
-}
-
-/** Node 1 becomes a replica of node 0 through a relay, and the harness waits for the initial sync. */
-async function startReplica(cluster: NodeCluster): Promise<TcpRelay> {
-  const [master, replica] = cluster.nodes as [(typeof cluster.nodes)[0], (typeof cluster.nodes)[0]];
-  const relay = await startTcpRelay(master.redisPort);
-  // The master would otherwise wait 5 s for more replicas before a diskless full sync.
-  const masterConnection = new Redis({ host: "127.0.0.1", port: master.redisPort, maxRetriesPerRequest: 1 });
-  try {
-    await masterConnection.call("CONFIG", "SET", "repl-diskless-sync-delay", "0");
-  } finally {
-    masterConnection.disconnect();
-  }
-  const redis = new Redis({ host: "127.0.0.1", port: replica.redisPort, maxRetriesPerRequest: 1 });
-  try {
-    await redis.call("REPLICAOF", "127.0.0.1", String(relay.port));
-    for (let i = 0; i < 400; i++) {
-      const info = String(await redis.call("INFO", "replication"));
-      if (/master_link_status:up/.test(info)) return relay;
-      await sleep(25);
-    }
-    throw new Error("the replica did not sync with its master within 10 s");
-  } finally {
-    redis.disconnect();
-  }
-}
-
-/** Kills the master, promotes the replica, and points lock node 0 (proxy and MONITOR) at it. */
-async function failOver(
-  cluster: NodeCluster,
-  proxy: Awaited<ReturnType<typeof startFaultProxy>>,
-  monitors: Awaited<ReturnType<typeof startMonitors>>,
-): Promise<void> {
-  const replica = cluster.nodes[1];
-  if (!replica) throw new Error("no replica");
-  await cluster.kill(0);
-  const redis = new Redis({ host: "127.0.0.1", port: replica.redisPort, maxRetriesPerRequest: 1 });
-  try {
-    await redis.call("REPLICAOF", "NO", "ONE");
-  } finally {
-    redis.disconnect();
-  }
-  proxy.retarget(0, replica.url, replica.token);
-  await monitors.reconnect(0, "gap", replica.redisPort);
-}
-
-/**
- * Records each lock node's clock against the harness clock (`clock-offset` with `node`): the
- * MONITOR time stamps the replay reads are the node's, the claims it checks them against are the
- * clients', and the clients' own handshake only compares them with the harness. Best of a few
- * `TIME` round trips straight to the redis-server; a node that does not answer (killed by the
- * schedule) is skipped.
- */
-async function recordNodeClocks(
-  nodes: readonly { redisPort: number }[],
-  emit: (e: HistoryEvent) => void,
-): Promise<void> {
-  await Promise.all(
-    nodes.map(async (node, i) => {
-      const redis = directConnection(node.redisPort, { connectTimeout: 500, commandTimeout: 500 });
-      try {
-        await redis.connect();
-        let best: { offsetMs: number; uncertaintyMs: number } | undefined;
-        for (let k = 0; k < 10; k++) {
-          const sentAt = harnessNow();
-          const [sec, usec] = await redis.time();
-          const receivedAt = harnessNow();
-          const estimate = {
-            offsetMs: Number(sec) * 1000 + Number(usec) / 1000 - (sentAt + receivedAt) / 2,
-            uncertaintyMs: (receivedAt - sentAt) / 2,
-          };
-          if (!best || estimate.uncertaintyMs < best.uncertaintyMs) best = estimate;
-        }
-        if (best)
-          emit({ t: harnessNow(), process: "harness", type: "info", f: "clock-offset", data: { node: i, ...best } });
-      } catch {
-        // a node killed by the schedule: no clock to read
-      } finally {
-        redis.disconnect();
-      }
-    }),
-  );
-}
-
-/** A connection straight to a redis-server that fails at once instead of retrying: the node may be down. */
-function directConnection(port: number, timeouts: { connectTimeout?: number; commandTimeout?: number } = {}): Redis {
-  const redis = new Redis({
-    host: "127.0.0.1",
-    port,
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    ...timeouts,
-  });
-  redis.on("error", () => {});
-  return redis;
-}
-
-/** Records the lock keys left on the nodes after every client finished, and their longest PTTL. */
-async function scanLeftovers(
-  cluster: NodeCluster,
-  scenario: Scenario,
-  keyPrefix: string,
-  emit: (e: HistoryEvent) => void,
-) {
-  let keys = 0;
-  let maxPttlMs = 0;
-  for (const node of cluster.nodes.slice(0, scenario.replicated ? 2 : scenario.nodes)) {
-    const redis = directConnection(node.redisPort);
-    try {
-      await redis.connect();
-      for (const key of await redis.keys(`${keyPrefix}*`)) {
-        keys++;
-        maxPttlMs = Math.max(maxPttlMs, await redis.pttl(key));
-      }
-    } catch {
-      // a node killed by the schedule: nothing left on it
-    } finally {
-      redis.disconnect();
-    }
-  }
-  emit({ t: harnessNow(), process: "harness", type: "info", f: "leftover-keys", data: { keys, maxPttlMs } });
 }

@@ -62,7 +62,10 @@ interface Base {
 /** Lock operations of a client. */
 export interface LockEvent extends Base {
   readonly f: "acquire" | "extend" | "release";
+  /** The resource; of a lock of several, the first (sorted), under which its events are filed. */
   readonly resource: string;
+  /** Every resource of a lock of several (absent for one): the grant is a claim on each. */
+  readonly resources?: readonly string[];
   /** Hash of the lock token (see {@link tokenId}); absent on an acquire invoke. */
   readonly lock?: string;
   /** Requested TTL (invoke). */
@@ -71,7 +74,12 @@ export interface LockEvent extends Base {
   readonly claimedDeadline?: number;
   /** Error code (fail). */
   readonly error?: string;
-  /** A failed acquire: how many fan-outs it made and the last one's outcome per node. */
+  /**
+   * A failed acquire: how many fan-outs it made and the last one's outcome per node; an acquire
+   * invoke: "using" for `redlock.using()`. A release:
+   * "again" for a later call of `release()` on the same Lock. An extension: "in flight" for one the
+   * holder did not wait for before it released.
+   */
   readonly detail?: string;
   /** Acquire/extend round trip as the client measured it (ok/fail). */
   readonly latencyMs?: number;

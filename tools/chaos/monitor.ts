@@ -29,6 +29,13 @@ export interface MonitorOptions {
   readonly ports: readonly number[];
   /** Only keys starting with this prefix are lock keys. */
   readonly keyPrefix: string;
+  /** Lock keys outside the prefix (a resource whose name cannot start with it: JSON-looking names). */
+  readonly extraKeys?: ReadonlySet<string>;
+  /**
+   * Per node, a tag put in front of every key it reports (default none): the nodes of a second
+   * cluster with the same resource names report them as the clients of that cluster record them.
+   */
+  readonly keyTags?: readonly string[];
   /** Receives each event. */
   readonly emit: (event: HistoryEvent) => void;
 }
@@ -85,7 +92,9 @@ export function monitorLineToEvent(
   seq: number,
   keyPrefix: string,
   scripts: Map<string, "extend" | "release" | "other">,
+  keys: { readonly extra?: ReadonlySet<string>; readonly tag?: string } = {},
 ): MonitorEvent | undefined {
+  const tag = keys.tag ?? "";
   const [rawCmd, ...rest] = line.args;
   if (rawCmd === undefined) return undefined;
   const cmd = rawCmd.toUpperCase();
@@ -108,14 +117,15 @@ export function monitorLineToEvent(
     return {
       ...base,
       script,
-      ...(key === undefined ? {} : { key }),
+      ...(key === undefined ? {} : { key: tag + key }),
       ...(token === undefined ? {} : { value: tokenId(token) }),
     };
   }
-  const key = rest[0];
-  if (key === undefined || !key.startsWith(keyPrefix)) {
+  const raw = rest[0];
+  if (raw === undefined || !(raw.startsWith(keyPrefix) || keys.extra?.has(raw))) {
     return cmd === "FLUSHALL" || cmd === "FLUSHDB" ? { ...base, cmd: "FLUSHALL" } : undefined;
   }
+  const key = tag + raw;
   if (cmd === "SET") {
     const options = rest.slice(2).map((a) => a.toUpperCase());
     const px = options.indexOf("PX");
@@ -156,7 +166,11 @@ export async function startMonitors(options: MonitorOptions): Promise<Monitors> 
       seqs[node] = seq + 1;
       for (const [marker, seen] of markers[node] as Map<string, () => void>) if (raw.includes(marker)) seen();
       if (!line) return;
-      const event = monitorLineToEvent(line, node, seq, options.keyPrefix, scripts[node] as ScriptNames);
+      const keys = {
+        ...(options.extraKeys ? { extra: options.extraKeys } : {}),
+        ...(options.keyTags?.[node] ? { tag: options.keyTags[node] } : {}),
+      };
+      const event = monitorLineToEvent(line, node, seq, options.keyPrefix, scripts[node] as ScriptNames, keys);
       if (event) options.emit(event);
     });
     connections[node] = socket;

@@ -22,7 +22,13 @@ export interface ClientConfig {
   /** Per-request deadline; default: the library's. */
   readonly requestTimeoutMs?: number;
   readonly maxAttempts: number;
-  readonly resources: readonly string[];
+  /** What the random workload locks: a resource, or several locked all-or-none. */
+  readonly resources: readonly Target[];
+  /**
+   * The workers of a process take the targets in turn (from an offset per process) instead of at
+   * random: every target is locked within a few rounds, and neighbours in the list at once.
+   */
+  readonly targetsInTurn?: boolean;
   /** Probability that a holder extends its lock once, with a TTL drawn from [ttl, 2 ttl] (never shortening it). */
   readonly extendProbability: number;
   /** Longest work under the lock between the read and the write of the counter, ms. */
@@ -39,16 +45,75 @@ export interface ClientConfig {
   readonly fenced: boolean;
   /** Acquire with `fencing: true` (the nodes are initialised for it by the harness). */
   readonly fencing?: boolean;
+  /** The API misused as users misuse it (see {@link Misuse}); none by default. */
+  readonly misuse?: Misuse;
+  /**
+   * Display ids of the lock nodes (`{ url, token, id }`), the same on both clusters when there is
+   * a {@link ClientConfig.twin}: two clusters whose node configs carry equal ids.
+   */
+  readonly nodeIds?: readonly string[];
+  /** A second cluster: the odd workers of the process lock on it instead (see {@link TwinCluster}). */
+  readonly twin?: TwinCluster;
 }
 
-/** An operation of a driven (scripted) client. */
-export type DrivenOp =
-  | { readonly op: "acquire"; readonly resource: string; readonly ttlMs: number; readonly once?: boolean }
-  | { readonly op: "extend"; readonly ttlMs: number }
+/** A lock target: one resource, or several locked all-or-none. */
+export type Target = string | readonly string[];
+
+/**
+ * A second, independent cluster in the same client process, reached by other redis-servers and
+ * bridges but with the same resource names (and, through `nodeIds`, the same node ids). Its
+ * resources are recorded in the history with `tag` in front, so that the checkers never mix the
+ * two clusters' grants; its nodes are `nodeOffset`, `nodeOffset + 1`, … in the audits.
+ */
+export interface TwinCluster {
+  readonly nodes: readonly { readonly url: string; readonly token: string }[];
+  readonly redisPorts: readonly number[];
+  readonly tag: string;
+  readonly nodeOffset: number;
+}
+
+/** Probabilities of each misuse, per lock round of the random workload (0 or absent: never). */
+export interface Misuse {
+  /** `release()` called again on a released Lock: once or twice more, after it or at once with it. */
+  readonly repeatRelease?: number;
+  /** The round runs in `redlock.using()`, whose routine releases the lock itself (most of the time). */
+  readonly releaseInUsing?: number;
+  /**
+   * The released lock's token goes to the harness, which hands it to another client instance (a
+   * worker of any process but the releasing one), which calls `redlock.release(resources, token)` or
+   * `redlock.extend(resources, token, ttl)` with it a moment later.
+   */
+  readonly staleToken?: number;
+  /** An extension started and left in flight when the lock is released: shorter or longer than the TTL. */
+  readonly extendInFlight?: number;
+}
+
+/** An operation of a driven (scripted) client, by its worker 0 unless `worker` says otherwise. */
+export type DrivenOp = (
+  | { readonly op: "acquire"; readonly resource: Target; readonly ttlMs: number; readonly once?: boolean }
+  /** `inFlight`: started and not waited for (a later release leaves it in flight); never audited. */
+  | { readonly op: "extend"; readonly ttlMs: number; readonly inFlight?: boolean }
   | { readonly op: "read" }
   /** `pauseAfterCheck`: SIGSTOP itself right after checking the lock, before writing (S1). */
   | { readonly op: "write"; readonly pauseAfterCheck?: boolean }
-  | { readonly op: "release" };
+  /**
+   * `repeat`: `release()` called that many times more on the same Lock (`together`: all at once,
+   * else one after another); `shareToken`: the token goes to the harness (see `ClientProcess.onToken`).
+   */
+  | { readonly op: "release"; readonly repeat?: number; readonly together?: boolean; readonly shareToken?: boolean }
+  /** `redlock.release(resources, token)` or `redlock.extend(resources, token, ttlMs)` with a token not ours. */
+  | { readonly op: "by-token"; readonly f: "release" | "extend"; readonly stale: StaleToken; readonly ttlMs?: number }
+) & { readonly worker?: number };
+
+/** A token a released lock gave up, passed on by the harness (it never enters the history). */
+export interface StaleToken {
+  readonly resources: readonly string[];
+  readonly token: string;
+  /** The worker that released it ("c0.1"). */
+  readonly from: string;
+  /** Its cluster's history tag ("" for the first cluster). */
+  readonly tag: string;
+}
 
 /** Harness → client. */
 export type ToClient =
@@ -56,6 +121,8 @@ export type ToClient =
   | { readonly type: "ping"; readonly id: number }
   | { readonly type: "run"; readonly untilMs: number }
   | { readonly type: "do"; readonly id: number; readonly op: DrivenOp }
+  /** A released token to misuse by token, from a worker other than `from` (see `Misuse.staleToken`). */
+  | { readonly type: "stale"; readonly stale: StaleToken }
   | { readonly type: "stall"; readonly ms: number }
   | { readonly type: "stop" };
 
@@ -66,4 +133,6 @@ export type FromClient =
   | { readonly type: "event"; readonly event: HistoryEvent }
   | { readonly type: "holding"; readonly worker: string; readonly resource: string | null }
   | { readonly type: "done"; readonly id: number; readonly ok: boolean; readonly detail?: string }
+  /** A worker released a lock and shares its token (see `Misuse.staleToken`, `shareToken`). */
+  | { readonly type: "token"; readonly stale: StaleToken }
   | { readonly type: "stopped" };

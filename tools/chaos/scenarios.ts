@@ -11,6 +11,8 @@ import type { AnomalyCounts } from "./checkers/index.js";
 import type { DriverContext } from "./drivers.js";
 import { drivers } from "./drivers.js";
 import type { FaultKind } from "./history.js";
+import type { Misuse, Target } from "./protocol.js";
+import { MISUSE_SCENARIOS } from "./scenarios-misuse.js";
 
 /** A scenario. */
 export interface Scenario {
@@ -41,6 +43,8 @@ export interface Scenario {
   readonly driver?: (ctx: DriverContext) => Promise<void>;
   /** Clients the driver needs (default: the run's client count). */
   readonly driverClients?: number;
+  /** Workers in each driven client process (default 1): waiters in the holder's own process. */
+  readonly driverWorkers?: number;
   /** Lock nodes are backed by a master and its replica (the failover control). */
   readonly replicated?: boolean;
   /**
@@ -56,7 +60,23 @@ export interface Scenario {
   readonly hotKey?: {
     /** Lock workers, spread over the client processes, instead of the run's `--clients`. */
     readonly workers: number;
+    /** Client processes, instead of the run's `--processes`: fewer put more waiters in each holder's process. */
+    readonly processes?: number;
   };
+  /**
+   * What the random workload locks, from the scenario's key prefix, instead of its default
+   * resources (or the hot key): names that need no prefix are lock keys too. The workers of a
+   * process take them in turn, so that each is locked within a few rounds.
+   */
+  readonly targets?: (keyPrefix: string) => readonly Target[];
+  /** The API misused as users misuse it, by the random workload (see `Misuse` in protocol.ts). */
+  readonly misuse?: Misuse;
+  /**
+   * Two clusters of `nodes` nodes, whose node configs carry the same ids ("node-1", …), in every
+   * client process: its even workers lock on the first, its odd ones on the second, with the same
+   * resource names (recorded with a tag for the second, so the checkers keep them apart).
+   */
+  readonly equalIds?: boolean;
 }
 
 const base = { nodes: 5, quorum: 3, ttlMs: 2000, build: "src" as const };
@@ -313,6 +333,7 @@ export const SCENARIOS: readonly Scenario[] = [
     driver: drivers.brokenRelease,
     driverClients: 3,
   },
+  ...MISUSE_SCENARIOS,
 ];
 
 /** Looks a scenario up by name. */

@@ -7,6 +7,8 @@ export function grant(
   lock: string,
   o: {
     resource?: string;
+    /** A lock of several resources: all of them (`resource` is then the first). */
+    resources?: string[];
     acquiredAt: number;
     claimedUntil: number;
     extensions?: { at: number; claimedUntil: number }[];
@@ -14,10 +16,11 @@ export function grant(
     lostAt?: number;
   },
 ): HistoryEvent[] {
-  const resource = o.resource ?? "r";
+  const resource = o.resources?.[0] ?? o.resource ?? "r";
+  const all = o.resources ? { resources: o.resources } : {};
   const events: HistoryEvent[] = [
-    { t: o.acquiredAt - 5, process, type: "invoke", f: "acquire", resource, ttl: 1000 },
-    { t: o.acquiredAt, process, type: "ok", f: "acquire", resource, lock, claimedDeadline: o.claimedUntil },
+    { t: o.acquiredAt - 5, process, type: "invoke", f: "acquire", resource, ...all, ttl: 1000 },
+    { t: o.acquiredAt, process, type: "ok", f: "acquire", resource, ...all, lock, claimedDeadline: o.claimedUntil },
   ];
   for (const e of o.extensions ?? []) {
     events.push({ t: e.at, process, type: "ok", f: "extend", resource, lock, claimedDeadline: e.claimedUntil });

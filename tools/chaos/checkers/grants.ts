@@ -28,13 +28,13 @@ export interface Grant {
 }
 
 /**
- * Rebuilds the grants. A grant's claim ends at the earliest of: the release invoke, a `lost` event
+ * Rebuilds the grants, one per resource of each lock. A grant's claim ends at the earliest of: the release invoke, a `lost` event
  * (the library aborted the lock's signal: it no longer claims the lock), and each claimed deadline.
  */
 export function grantsOf(history: readonly HistoryEvent[]): Grant[] {
   type Draft = {
     process: string;
-    resource: string;
+    resources: readonly string[];
     lock: string;
     acquiredAt: number;
     claims: Window[];
@@ -49,7 +49,7 @@ export function grantsOf(history: readonly HistoryEvent[]): Grant[] {
     if (e.f === "acquire" && e.type === "ok") {
       drafts.set(key, {
         process: e.process,
-        resource: e.resource,
+        resources: (e as LockEvent).resources ?? [e.resource],
         lock,
         acquiredAt: e.t,
         claims: [{ start: e.t, end: (e as LockEvent).claimedDeadline as number }],
@@ -64,14 +64,18 @@ export function grantsOf(history: readonly HistoryEvent[]): Grant[] {
       draft.endedAt = Math.min(draft.endedAt ?? Number.POSITIVE_INFINITY, e.t);
     }
   }
-  return [...drafts.values()].map((d) => ({
-    process: d.process,
-    resource: d.resource,
-    lock: d.lock,
-    acquiredAt: d.acquiredAt,
-    endedAt: d.endedAt,
-    windows: d.claims
+  // A lock of several resources is a claim on each of them: one grant per resource.
+  return [...drafts.values()].flatMap((d) => {
+    const windows = d.claims
       .map((w) => ({ start: w.start, end: Math.min(w.end, d.endedAt ?? Number.POSITIVE_INFINITY) }))
-      .filter((w) => w.end > w.start),
-  }));
+      .filter((w) => w.end > w.start);
+    return d.resources.map((resource) => ({
+      process: d.process,
+      resource,
+      lock: d.lock,
+      acquiredAt: d.acquiredAt,
+      endedAt: d.endedAt,
+      windows,
+    }));
+  });
 }
