@@ -3,7 +3,7 @@
  * different orders), on fake time: the default options must carry a hot key with no overlap, no
  * starvation, fair turns, and waiters that do not re-fan-out on every poll.
  */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { gateIndex, pollGate } from "../../src/gate.js";
 import {
   AbortedError,
@@ -20,13 +20,10 @@ import { gateReleaseScript } from "../../src/scripts/gate-release.js";
 import { handOverScript } from "../../src/scripts/hand-over.js";
 import type { RedisReply } from "../../src/transport.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
+import { advanceUntil, inSteps, resolvesOnFakeTime, run, useFakeTime } from "./support/fake-time.js";
+import { seededRandom } from "./support/random.js";
 
-beforeEach(() => {
-  vi.useFakeTimers({ now: 1_000_000 });
-});
-afterEach(() => {
-  vi.useRealTimers();
-});
+useFakeTime();
 
 /**
  * A release's requests that handed the lock on to a waiter of its isolate, as a node other than
@@ -73,27 +70,13 @@ async function hotKey(
       }
     }
   });
-  let done = false;
-  void Promise.all(loops).then(() => {
-    done = true;
-  });
-  for (let t = 0; !done && t < windowMs + 60_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+  await resolvesOnFakeTime(Promise.all(loops), windowMs + 60_000);
   const total = grants.reduce((a, b) => a + b, 0);
   const jain = total ** 2 / (clients * grants.reduce((a, b) => a + b * b, 0));
   // How often the client that just released took the lock again.
   let repeats = 0;
   for (let i = 1; i < holds.length; i++) if (holds[i]?.client === holds[i - 1]?.client) repeats++;
   return { grants, total, jain, overlaps, failures, errors, repeatShare: repeats / Math.max(1, holds.length - 1) };
-}
-
-/** Advances fake time in 5 ms steps until `work` has resolved, for at most `limitMs`: whether it did. */
-async function resolvesOnFakeTime(work: Promise<unknown>, limitMs: number): Promise<boolean> {
-  let done = false;
-  void work.then(() => {
-    done = true;
-  });
-  for (let t = 0; !done && t < limitMs; t += 5) await vi.advanceTimersByTimeAsync(5);
-  return done;
 }
 
 /** Requests the nodes have received, of every kind or those `which` picks. */
@@ -241,19 +224,12 @@ async function twoInTurn(nodes: readonly RedisNode[], bTtlMs = 2000, meanwhile?:
 /** One acquire and release on fake time: when the lock was granted (fake ms), after `onGrant` ran. */
 async function acquireOnFakeTime(redlock: Redlock, key: string, ttlMs: number, onGrant = () => {}): Promise<number> {
   let acquiredAt = Number.POSITIVE_INFINITY;
-  let done = false;
-  const acquiring = redlock
-    .acquire(key, ttlMs)
-    .then(async (lock) => {
-      acquiredAt = Date.now();
-      onGrant();
-      await lock.release();
-    })
-    .finally(() => {
-      done = true;
-    });
-  for (let t = 0; !done && t < 10_000; t += 5) await vi.advanceTimersByTimeAsync(5);
-  await acquiring;
+  const acquiring = redlock.acquire(key, ttlMs).then(async (lock) => {
+    acquiredAt = Date.now();
+    onGrant();
+    await lock.release();
+  });
+  await run(acquiring, 5, 10_000);
   return acquiredAt;
 }
 
@@ -293,13 +269,7 @@ describe("a hot key with default options", () => {
       grants[client] = 1;
       await lock.release();
     });
-    let done = false;
-    const all = Promise.allSettled(acquisitions).then((results) => {
-      done = true;
-      return results;
-    });
-    for (let t = 0; !done && t < 120_000; t += 5) await vi.advanceTimersByTimeAsync(5);
-    const results = await all;
+    const results = await run(Promise.allSettled(acquisitions), 5, 120_000);
     expect(results.filter((r) => r.status === "rejected")).toEqual([]);
     expect(grants.every((g) => g === 1)).toBe(true);
   });
@@ -325,12 +295,7 @@ describe("a hot key with default options", () => {
     // Then let the line drain quickly.
     for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 1, jitterMs: 1 };
     const released = first.release();
-    let done = false;
-    const all = Promise.all([released, ...waiters]).then(() => {
-      done = true;
-    });
-    for (let t = 0; !done && t < 120_000; t += 5) await vi.advanceTimersByTimeAsync(5);
-    await all;
+    await run(Promise.all([released, ...waiters]), 5, 120_000);
     // Requests to the gate beyond each waiter's first attempt, in one second of a hold nobody
     // could predict: about 4.5 per waiter here, 8.5 when every place polled every 100 ms.
     expect(polls / 63).toBeLessThan(6);
@@ -456,13 +421,7 @@ describe("overlapping resource sets", () => {
   /** 8 clients, half looping over ["a", "b"], half over ["b", "c"], for 20 s of fake time. */
   async function overlappingSets(seed: number) {
     // Backoff draws come from Math.random: a seeded generator makes each run repeatable.
-    let state = seed;
-    vi.spyOn(Math, "random").mockImplementation(() => {
-      state = (state + 0x6d2b79f5) | 0;
-      let t = Math.imul(state ^ (state >>> 15), 1 | state);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    });
+    vi.spyOn(Math, "random").mockImplementation(seededRandom(seed));
     const nodes = fakeNodes(5);
     for (const n of nodes) n.behaviour = { kind: "ok", latencyMs: 20, jitterMs: 0 };
     const sets = [
@@ -494,13 +453,8 @@ describe("overlapping resource sets", () => {
         }
       }
     });
-    let done = false;
-    const all = Promise.all(loops).finally(() => {
-      done = true;
-    });
     try {
-      for (let t = 0; !done && t < 80_000; t += 5) await vi.advanceTimersByTimeAsync(5);
-      await all;
+      await run(Promise.all(loops), 5, 80_000);
     } finally {
       vi.mocked(Math.random).mockRestore();
     }
@@ -548,7 +502,7 @@ describe("many callers in one isolate", () => {
         done++;
       });
     }
-    for (let t = 0; done < 8 && t < 30_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+    await advanceUntil(() => done === 8, inSteps(5, 30_000));
     expect(done).toBe(8);
     expect(overlaps).toBe(0);
     // A node other than the gate sees each grant's SET and release, and little else: 8 first
@@ -1038,11 +992,7 @@ describe("giving up in line", () => {
         () => "acquired",
         (error: unknown) => error,
       );
-      let settled = false;
-      void attempt.then(() => {
-        settled = true;
-      });
-      for (let t = 0; !settled && t < 30_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+      await resolvesOnFakeTime(attempt, 30_000);
       outcomes.push(await attempt);
     }
     for (const outcome of outcomes) expect(outcome).toBeInstanceOf(LockHeldError);
@@ -1065,11 +1015,7 @@ describe("giving up in line", () => {
         ),
       ),
     );
-    let done = false;
-    void Promise.all(waiters).then(() => {
-      done = true;
-    });
-    for (let t = 0; !done && t < 60_000; t += 5) await vi.advanceTimersByTimeAsync(5);
+    await resolvesOnFakeTime(Promise.all(waiters), 60_000);
     expect(endings).toHaveLength(10);
     for (const { error } of endings) expect(error).toBeInstanceOf(LockHeldError);
     // The last comes at 2.7 s and has 0.9 s of patience (and a last look).
@@ -1080,25 +1026,19 @@ describe("giving up in line", () => {
     const { nodes, gate } = nodesWithGate(1);
     const a = new Redlock({ nodes, clock: fakeClock });
     const b = new Redlock({ nodes, clock: fakeClock });
-    const run = async <T>(work: Promise<T>): Promise<T> => {
-      let done = false;
-      const result = work.finally(() => {
-        done = true;
-      });
-      for (let t = 0; !done && t < 10_000; t += 1) await vi.advanceTimersByTimeAsync(1);
-      return result;
-    };
+    /** Until `work` settles, 1 ms at a time. */
+    const settled = <T>(work: Promise<T>): Promise<T> => run(work, 1, 10_000);
     // B holds; A waits for it (A now waits for this key: it is hot for A).
-    const first = await run(b.acquire("k", 2000));
+    const first = await settled(b.acquire("k", 2000));
     const aWaits = a.acquire("k", 2000);
-    await run(new Promise((r) => setTimeout(r, 40)));
-    await run(first.release());
-    const aLock = await run(aWaits);
+    await settled(new Promise((r) => setTimeout(r, 40)));
+    await settled(first.release());
+    const aLock = await settled(aWaits);
     // B comes back and waits in line behind A.
     const bWaits = b.acquire("k", 2000);
-    await run(new Promise((r) => setTimeout(r, 40)));
+    await settled(new Promise((r) => setTimeout(r, 40)));
     const before = gate.log.length;
-    await run(aLock.release());
+    await settled(aLock.release());
     const release = gate.log.slice(before).find((args) => args[0] === "EVALSHA" && args[1] === gateReleaseScript.sha1);
     // EVALSHA, sha, 4 keys (the lock's and the gate's 3), then ARGV: token, n, TTL, the kept
     // place's waiter id (ARGV[4]), its lease, the hold's lead, and the token, TTL and waiter id
@@ -1116,10 +1056,10 @@ describe("giving up in line", () => {
     const aAgain = a.acquire("k", 2000);
     await vi.advanceTimersByTimeAsync(3);
     expect(pollsSince(comeBack).filter((args) => !known.has(waiterOf(args)))).toEqual([]);
-    const bLock = await run(bWaits);
+    const bLock = await settled(bWaits);
     const bReleasing = gate.log.length;
-    await run(bLock.release());
-    const again = await run(aAgain);
+    await settled(bLock.release());
+    const again = await settled(aAgain);
     // A stood first in line in the kept place, and B's release handed the lock over to it there
     // (ARGV[9]: the waiter id it hands over to). A sent no poll with a new waiter id.
     const bRelease = gate.log
@@ -1133,7 +1073,7 @@ describe("giving up in line", () => {
         .filter((waiter) => !known.has(waiter)),
     );
     expect([...fresh].filter((waiter) => waiter !== place)).toEqual([]);
-    await run(again.release());
+    await settled(again.release());
   });
 
   it("a hold taken by a poll is learned without the round trip to the other nodes that followed the take", async () => {
