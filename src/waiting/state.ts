@@ -11,12 +11,12 @@ import type { ResolvedOptions } from "../options.js";
 import type { AttemptReport } from "../report.js";
 import { randomToken } from "../token.js";
 import type { Overdue } from "./pacing.js";
-import type { Phase } from "./phases.js";
 
-/** Everything a waiter learns and remembers while it waits, in one place. */
+/**
+ * Everything a waiter learns and remembers while it waits, in one place. Its phase is not here: the
+ * driver holds it (see `waiter.ts`), and only `phases.transition` changes it.
+ */
 export interface WaiterState {
-  /** Where the waiter stands (see `phases.ts`); set by the driver alone. */
-  phase: Phase;
   /** Fan-outs made so far (polls of the gate are not attempts). */
   attempts: number;
   /** Polls of the gate since the last attempt, for that attempt's report. */
@@ -100,7 +100,6 @@ export class Waiter {
     const now = this.o.clock.now();
     this.deadline = this.o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : now + this.o.acquireTimeoutMs;
     this.state = {
-      phase: "fan-out",
       attempts: 0,
       polls: 0,
       ticket: 0,

@@ -45,7 +45,6 @@ async function drive(w: Waiter, queueAtOnce: boolean): Promise<Lock> {
   try {
     let step = await start(w, queueAtOnce);
     for (;;) {
-      w.state.phase = step.phase;
       if (step.phase === "done") return step.lock;
       let end: PhaseEnd;
       try {
