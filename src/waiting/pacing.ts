@@ -75,7 +75,7 @@ export function margin(holdDeviationMs: number, rttMs: number): number {
  * none). A short wait is caught within a poll interval, a long one costs 10 polls a second at most.
  * (Thinning polls further as a wait grows, to an eighth of it, cut a 10 s wait from about 70
  * requests to 47, but cost the smaller of two overlapping resource sets half its share in
- * test/unit/waiting.test.ts.)
+ * test/unit/waiting/hot-key.test.ts.)
  */
 export function patientPace(intervalMs: number, waitedMs: number, expiresInMs: number): number {
   const pace = Math.min(Math.max(intervalMs, waitedMs / 2), MAX_UNPREDICTED_POLL_MS);
@@ -95,7 +95,7 @@ export function isOverdue(answer: GateFigures): boolean {
  * past its prediction, kept while the turn is the same, ended by a new turn or a prediction ahead
  * again. From then on the line polls at a patient pace: at the pace of the usual hold (an eighth of
  * it) 3 waiters behind a 3 s hold in a line of 50 ms holds sent about 250 requests
- * (test/unit/waiting.test.ts).
+ * (test/unit/waiting/giving-up.test.ts).
  */
 export function nextOverdue(answer: GateFigures, previous: Overdue | undefined, now: number): Overdue | undefined {
   if (!isOverdue(answer)) return undefined;

@@ -1,6 +1,6 @@
 /**
  * The timing arithmetic of waiting, as tables: each row an input and the figure the waiter acts on
- * (the fake-time simulations in test/unit/waiting.test.ts check what these figures add up to on
+ * (the fake-time simulations in the other files of this folder check what these figures add up to on
  * the nodes). Where randomness enters, seeded draws.
  */
 import fc from "fast-check";
