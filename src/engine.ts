@@ -44,7 +44,7 @@ export class Engine {
   readonly nodes: readonly RedisNode[];
   readonly nodeIds: readonly string[];
   readonly background = new BackgroundWork();
-  /** Resources recently found contended, or busy, in this isolate (see `waiting.ts`). */
+  /** Resources recently found contended, or busy, in this isolate (see `waiting/`). */
   readonly hot: HotResources;
   readonly #base: RedlockOptions;
   /** Options resolved per TTL for calls without overrides: resolving is a measurable cost per call. */

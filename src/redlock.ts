@@ -26,7 +26,7 @@ import {
 import type { AttemptReport } from "./report.js";
 import { type RedisNode, type RestNodeConfig, restNode } from "./transport.js";
 import { runUnderLock } from "./using.js";
-import { acquireWithWaiting } from "./waiting.js";
+import { acquireWithWaiting } from "./waiting/index.js";
 
 export type { InspectedNode, InspectResult } from "./operations/inspect.js";
 

@@ -31,7 +31,7 @@ export async function releaseKeys(
   hold: EndedHold = { ttlMs: 0, gateLeadMs: 0 },
 ): Promise<ReleaseResult> {
   // The gate node also says how many wait in line: this client's next acquisition of the same
-  // resource then queues up behind them instead of jumping the line (see waiting.ts). A client
+  // resource then queues up behind them instead of jumping the line (see waiting/). A client
   // that waited for this resource recently is likely to come back for it: its release takes a
   // place at the back of the line in the same request, which saves that acquisition its first poll.
   const gate = gateIndex(keys, engine.nodes.length);

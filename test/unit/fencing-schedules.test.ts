@@ -3,7 +3,7 @@
  * the token's uniqueness or monotonicity when the safeguard is missing, and does not when it is
  * there. The checkers are the ones the property tests use.
  */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import { fanOut } from "../../src/fanout.js";
 import { fencedAttempt } from "../../src/fencing/attempt.js";
 import { releaseOnNode } from "../../src/node-operations.js";
@@ -11,23 +11,14 @@ import { fenceAcquireScript } from "../../src/scripts/fence-acquire.js";
 import { fenceRatchetScript } from "../../src/scripts/fence-ratchet.js";
 import type { RedisArgument } from "../../src/transport.js";
 import { FakeNode, fakeClock, type MessageDelay } from "./support/fake-node.js";
+import { settle, timerByTimer, useFakeTime } from "./support/fake-time.js";
 import { duplicateFences, type Grant, markInitialized, monotonicityViolations } from "./support/fencing-harness.js";
 
-beforeEach(() => {
-  vi.useFakeTimers({ now: 1_000_000 });
-});
-afterEach(() => {
-  vi.useRealTimers();
-});
+useFakeTime();
 
-/** Let fake time run until `promise` settles. */
-async function run<T>(promise: Promise<T>): Promise<T> {
-  let settled = false;
-  const tracked = promise.finally(() => {
-    settled = true;
-  });
-  for (let i = 0; !settled && i < 100_000; i++) await vi.advanceTimersToNextTimerAsync();
-  return tracked;
+/** Let fake time run, timer by timer, until `promise` settles. */
+function run<T>(promise: Promise<T>): Promise<T> {
+  return settle(promise, timerByTimer());
 }
 
 function sleep(ms: number): Promise<void> {

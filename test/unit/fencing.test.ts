@@ -1,5 +1,5 @@
 /** Unit tests of the fencing modules on in-memory nodes and a fake clock. */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import { FencingError, InvalidArgumentError, NodeError } from "../../src/errors.js";
 import {
   assertQuarantineCovers,
@@ -18,23 +18,14 @@ import { Redlock } from "../../src/index.js";
 import { fenceRatchetScript } from "../../src/scripts/fence-ratchet.js";
 import type { RedisReply } from "../../src/transport.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
+import { inSteps, settle, useFakeTime } from "./support/fake-time.js";
 import { markInitialized } from "./support/fencing-harness.js";
 
-beforeEach(() => {
-  vi.useFakeTimers({ now: 1_000_000 });
-});
-afterEach(() => {
-  vi.useRealTimers();
-});
+useFakeTime();
 
-async function run<T>(promise: Promise<T>): Promise<T> {
-  let settled = false;
-  const tracked = promise.finally(() => {
-    settled = true;
-  });
-  tracked.catch(() => {});
-  for (let i = 0; !settled && i < 10_000; i++) await vi.advanceTimersByTimeAsync(1);
-  return tracked;
+/** Let fake time run, 1 ms at a time, until `promise` settles. */
+function run<T>(promise: Promise<T>): Promise<T> {
+  return settle(promise, inSteps(1, 10_000));
 }
 
 const keys = fencingKeys("");

@@ -4,9 +4,10 @@
  * acquisition leaves none of our keys behind once its background cleanup is done.
  */
 import fc from "fast-check";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { type Lock, Redlock, RedlockError } from "../../src/index.js";
 import { type Behaviour, FakeNode, fakeClock } from "./support/fake-node.js";
+import { advanceUntil, inSteps, useFakeTime } from "./support/fake-time.js";
 
 const behaviour: fc.Arbitrary<Behaviour & { occupied?: number }> = fc.oneof(
   fc.record({ kind: fc.constant("ok" as const), latencyMs: fc.integer({ min: 0, max: 300 }) }),
@@ -54,16 +55,7 @@ function claimExceedsKeys(nodes: FakeNode[], lock: Lock, quorum: number): string
   return claimed > quorumExpiry ? `claims ${claimed - quorumExpiry} ms beyond the keys on a quorum` : undefined;
 }
 
-beforeEach(() => {
-  vi.useFakeTimers({ now: 5_000_000 });
-});
-afterEach(() => {
-  vi.useRealTimers();
-});
-
-async function advanceUntil(done: () => boolean, maxMs = 60_000): Promise<void> {
-  for (let t = 0; !done() && t < maxMs; t += 5) await vi.advanceTimersByTimeAsync(5);
-}
+useFakeTime(5_000_000);
 
 describe("safety over random node behaviours", () => {
   it("never reports a lock without a quorum and positive validity, and always cleans up", async () => {
@@ -133,7 +125,7 @@ describe("safety over random node behaviours", () => {
           // Release must then take our keys off every node that answers.
           for (const n of nodes) n.behaviour = { kind: "ok" };
           const released = result.release();
-          await advanceUntil(() => false, 1000);
+          await advanceUntil(() => false, inSteps(5, 1000));
           await released;
         } else {
           expect(result.attempts.length).toBeGreaterThan(0);

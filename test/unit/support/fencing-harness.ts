@@ -7,7 +7,6 @@
  * The history records, per grant, a logical timestamp taken just before the attempt started and
  * one when it returned; the checkers compare them (real-time order), never wall-clock readings.
  */
-import { vi } from "vitest";
 import { fanOut } from "../../../src/fanout.js";
 import { fencedAttempt } from "../../../src/fencing/attempt.js";
 import { fencingKeys } from "../../../src/fencing/keys.js";
@@ -15,6 +14,8 @@ import { releaseOnNode } from "../../../src/node-operations.js";
 import { validityMs } from "../../../src/quorum.js";
 import { randomToken } from "../../../src/token.js";
 import { FakeNode, type FakeNodeSnapshot, fakeClock } from "./fake-node.js";
+import { advanceUntil, timerByTimer } from "./fake-time.js";
+import { seededRandom } from "./random.js";
 
 /** One granted token. */
 export interface Grant {
@@ -64,18 +65,6 @@ export interface Run {
   readonly repairs: number;
 }
 
-/** Deterministic PRNG (mulberry32) in [0, 1). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Mark every node `ok` directly (what `initializeFencing` leaves behind). */
 export function markInitialized(nodes: readonly FakeNode[], keyPrefix = ""): void {
   const keys = fencingKeys(keyPrefix);
@@ -86,7 +75,7 @@ export function markInitialized(nodes: readonly FakeNode[], keyPrefix = ""): voi
 
 /** Run the scenario to completion in fake time (the caller has enabled fake timers). */
 export async function simulate(s: Scenario, protocol: Protocol): Promise<Run> {
-  const random = prng(s.seed);
+  const random = seededRandom(s.seed);
   const nodes = Array.from({ length: s.nodeCount }, (_, i) => new FakeNode(`n${i}`));
   markInitialized(nodes);
   const leg = () => {
@@ -175,8 +164,7 @@ export async function simulate(s: Scenario, protocol: Protocol): Promise<Run> {
   void done.then(() => {
     finished = true;
   });
-  for (let steps = 0; !finished && steps < 200_000; steps++) await vi.advanceTimersToNextTimerAsync();
-  if (!finished) throw new Error("simulation did not finish");
+  if (!(await advanceUntil(() => finished, timerByTimer(200_000)))) throw new Error("simulation did not finish");
   await done;
   return { grants, ...stats };
 }

@@ -1,0 +1,70 @@
+/**
+ * One attempt of a waiter: a fan-out to every node (plain, with the gate's part played by a poll,
+ * or started by a release that handed the lock over), counted and reported, and what its answers
+ * tell about the gate.
+ * @module
+ */
+import { type AttemptResult, attemptAcquire, type GateRole } from "../operations/acquire.js";
+import { attemptFenced } from "../operations/acquire-fenced.js";
+import type { NodeOutcomeKind } from "../report.js";
+import { leave } from "./gate-client.js";
+import { checkAbort } from "./limits.js";
+import { nextEntryId, type Waiter } from "./state.js";
+
+/**
+ * One attempt (a fan-out to every node), counted and checked against the caller's signal.
+ * `gate`: how the gate node takes part, when by a poll; `handedOver`: the attempt a release already
+ * started for us (see `offers.ts`).
+ */
+export async function fanOut(w: Waiter, gate?: GateRole, handedOver?: Promise<AttemptResult>): Promise<AttemptResult> {
+  const s = w.state;
+  checkAbort(w);
+  s.attempts++;
+  const racing = gate === undefined && handedOver === undefined && !w.o.fencing ? race(w) : undefined;
+  const result = handedOver
+    ? await handedOver
+    : w.o.fencing
+      ? await attemptFenced(w.engine, w.request, s.attempts, w.signal, w.operations, s.polls)
+      : await attemptAcquire(w.engine, w.request, s.attempts, w.signal, w.operations, gate, s.polls);
+  s.polls = 0;
+  w.reports.push(result.report);
+  if (racing !== undefined) {
+    const gateOutcome = result.report.nodes[w.gate]?.outcome;
+    if (gateOutcome === "pending" && result.fan) void result.fan.outcomeOf(w.gate).then(racing, racing);
+    else racing();
+  }
+  // A gate that timed out on a poll but answers in a fan-out is back: wait in line again. The
+  // vote is often decided before the gate answers (a quorum of the others said "held"): then its
+  // answer, if it comes within the request deadline, says so. Read only at settlement, a gate
+  // slower than the other nodes never came back: under load, waiters kept fanning out until
+  // their attempts ran out, splitting the votes (the chaos hot-key scenario beside busy loops).
+  if (s.gateDown) {
+    const noteGate = (outcome: NodeOutcomeKind | undefined) => {
+      if (outcome === "held" || outcome === "acquired") s.gateDown = false;
+    };
+    const gateOutcome = result.report.nodes[w.gate]?.outcome;
+    noteGate(gateOutcome);
+    if (gateOutcome === "pending" && !result.lock) void result.fan?.outcomeOf(w.gate).then((o) => noteGate(o.outcome));
+  }
+  // Granted without the gate's take (a quorum of the others): step out of line at once, or
+  // those behind us would wait for our lease to run out. A release that handed the gate's keys
+  // over to us took us out of its line, as a take does: its answer tells.
+  if (result.lock) {
+    const fan = result.fan;
+    if (handedOver && fan)
+      void fan.outcomeOf(w.gate).then((gate) => (gate.outcome === "acquired" ? undefined : leave(w)));
+    else leave(w);
+  }
+  return result;
+}
+
+/**
+ * Marks a plain fan-out as racing for the gate node until it answers (a sibling's poll then only
+ * queues up, see `in-line.ts`), at most a request deadline; returns what ends the mark.
+ */
+function race(w: Waiter): () => void {
+  const hot = w.engine.hot;
+  const id = nextEntryId("racing");
+  hot.occupy(w.hotKey, id, w.now() + w.o.requestTimeoutMs, "racing");
+  return () => hot.leave(w.hotKey, id);
+}

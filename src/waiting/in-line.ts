@@ -1,0 +1,233 @@
+/**
+ * Waiting in line at the gate: poll until it is our turn, then take the lock (a poll that finds it
+ * free takes the gate node, and the other nodes follow), aim a take at the predicted release, or
+ * take it over from a release in our isolate (see `offers.ts`).
+ * @module
+ */
+import { AbortedError, ConfigurationError } from "../errors.js";
+import type { TaskContext } from "../fanout.js";
+import type { GateAnswer } from "../gate.js";
+import { Lock } from "../lock.js";
+import type { NodeOutcomeKind } from "../report.js";
+import { randomToken } from "../token.js";
+import { fanOut } from "./attempts.js";
+import { currentPlaceholderMs, growPlaceholder, leave, poll, pollOn } from "./gate-client.js";
+import { abandon, checkAfterAttempt, configurationError, noteProgress, startPatience } from "./limits.js";
+import { type HandedOver, offerWindowEnd, pauseOrTakeOver, takeOver } from "./offers.js";
+import {
+  hotWindow,
+  leaseFor,
+  margin,
+  nextOverdue,
+  pollInterval,
+  releaseImminent,
+  releaseInReach,
+  retryHeld,
+  sleepAtHead,
+  sleepBehind,
+} from "./pacing.js";
+import type { Waiter } from "./state.js";
+
+/**
+ * Poll the gate until it is our turn, then take the lock; the first poll `firstPollInMs` from now.
+ * Ends with the lock, `gate-down` when the gate did not answer, or `contested` when another
+ * resource set holds some of our keys (we have left the line then).
+ */
+export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "gate-down" | "contested"> {
+  const s = w.state;
+  const hot = w.engine.hot;
+  startPatience(w);
+  hot.mark(w.hotKey, w.now(), hotWindow(0));
+  let nextPollMs = firstPollInMs;
+  for (;;) {
+    // While our own placeholder holds the gate, a poll would only find it there. While a holder
+    // in this isolate has the lock, the first in line waits for its release to hand it over,
+    // with no poll (by the holder's deadline at most: a holder that never releases lets its
+    // lock run out).
+    const now = w.now();
+    const placeholderMs = s.placeholderUntil - now;
+    const first = s.firstInLine && placeholderMs <= 0;
+    const heldHereMs = first && w.offersHandoff ? offerWindowEnd(w, now) - now : 0;
+    const handedOver = await pauseOrTakeOver(w, Math.max(nextPollMs, placeholderMs, heldHereMs), first);
+    if (handedOver) {
+      const lock = await takeTurn(w, handedOver);
+      if (lock) return lock;
+      nextPollMs = pollInterval(s.holdMs, s.rttMs);
+      continue;
+    }
+    // Callers of this isolate that join the line together take turns to send their first polls.
+    const joined = s.inLine
+      ? undefined
+      : await hot
+          .joinSlot(w.hotKey, w.o.clock, w.o.requestTimeoutMs, w.signal)
+          .catch((reason: unknown) => abandon(w, reason));
+    if (joined === "gate-down") {
+      s.gateDown = true;
+      return "gate-down";
+    }
+    const sentAt = w.now();
+    const token = randomToken();
+    let answer: GateAnswer;
+    try {
+      // While a sibling's plain fan-out may still be on its way to the gate, only queue up:
+      // taking the gate before its `SET NX` lands there would split the nodes between us (it
+      // wins the others, our placeholder holds the gate, and the line waits for that).
+      const racing = hot.isRacing(w.hotKey, sentAt);
+      answer = await poll(w, racing ? "wait" : "take", token, leaseFor(nextPollMs, w.o.requestTimeoutMs));
+    } catch (error) {
+      const gateDown = !(error instanceof ConfigurationError || error instanceof AbortedError);
+      joined?.(!gateDown);
+      if (error instanceof ConfigurationError) throw configurationError(w, error);
+      if (error instanceof AbortedError) throw error;
+      // The gate is down or slow: never wait on it longer than one request deadline.
+      s.gateDown = true;
+      return "gate-down";
+    }
+    joined?.(true);
+    const answeredAt = w.now();
+    hot.mark(w.hotKey, answeredAt, hotWindow(answer.holdMs));
+    s.holdMs = answer.holdMs;
+    if (answer.taken) {
+      // The poll set the keys on the gate: the other nodes follow, and validity counts from
+      // the poll's send.
+      const result = await fanOut(w, {
+        index: w.gate,
+        token,
+        startedAt: sentAt,
+        takenAt: answeredAt,
+        placeholderMs: () => currentPlaceholderMs(w),
+        task: async () => "acquired",
+        // Ask the others again only when the previous holder just released through the gate:
+        // its release is on its way to them. A gate free with no release is out of step.
+        gateTaken: () => answer.releasedAgoMs >= 0,
+        ...retryHeldFor(w, answer.holdMs),
+      });
+      if (result.lock) return result.lock;
+      checkAfterAttempt(w, result.report);
+      growPlaceholder(w, result.report, token);
+      nextPollMs = pollInterval(answer.holdMs, s.rttMs);
+      continue;
+    }
+    noteProgress(w, answer);
+    s.overdue = nextOverdue(answer, s.overdue, w.now());
+    if (answer.contested) {
+      // Some of our keys are held by another resource set: its line waits at another gate, and
+      // its releases never pass through ours, so a line here would wait for turns it never sees
+      // while that line's takes keep the shared keys (the bench's overlapping sets: 0–3 % of the
+      // grants for one set in some runs). Leave, and back off for the rest of this call.
+      s.foreign = true;
+      leave(w);
+      return "contested";
+    }
+    const interval = pollInterval(answer.holdMs, s.rttMs);
+    if (releaseInReach(answer)) {
+      // First in line, and the gate expects the lock to free up: be there when it does, with a
+      // fan-out to every node that takes the gate node in the same round trip. A request sent
+      // `freeIn` after the poll was sent reaches the gate `freeIn` after the poll did, whatever
+      // the split of the round trip between the two ways; a margin of twice the holds' average
+      // deviation makes landing before the release (a wasted fan-out) the exception.
+      // A holder in this isolate hands the lock over in its release: a take aimed at that
+      // release would only race it.
+      if (w.offersHandoff && hot.heldHereFor(w.hotKey, sentAt) > 0) {
+        nextPollMs = 0;
+        continue;
+      }
+      const aim = sentAt + answer.freeInMs + margin(answer.holdDeviationMs, s.rttMs);
+      const handedOver = await pauseOrTakeOver(w, Math.max(0, aim - w.now()), true);
+      const lock = await takeTurn(w, handedOver);
+      if (lock) return lock;
+      nextPollMs = interval;
+      continue;
+    }
+    nextPollMs = sleepFor(w, answer);
+  }
+}
+
+/**
+ * How long to sleep before the next poll, from our place in line (see `pacing.sleepAtHead` and
+ * `pacing.sleepBehind`); records since when we are first in line.
+ */
+export function sleepFor(w: Waiter, answer: GateAnswer): number {
+  const s = w.state;
+  const now = w.now();
+  const overdueForMs = s.overdue === undefined ? undefined : now - s.overdue.since;
+  if (answer.rank <= 0) {
+    s.headSince ??= now;
+    return sleepAtHead(answer, s.rttMs, now - s.headSince, overdueForMs);
+  }
+  s.headSince = undefined;
+  return sleepBehind(answer, s.rttMs, overdueForMs, Math.random());
+}
+
+/** How the other nodes are asked again after "held" while the gate is ours (see `pacing.retryHeld`). */
+function retryHeldFor(w: Waiter, holdMs: number): { retryHeldMs: number; retryHeldEveryMs: number } {
+  const o = w.o;
+  return retryHeld({
+    holdMs,
+    rttMs: w.state.rttMs,
+    ttlMs: w.request.ttlMs,
+    driftFactor: o.driftFactor,
+    minValidityMs: o.minValidityMs,
+    requestTimeoutMs: o.requestTimeoutMs,
+  });
+}
+
+/**
+ * Our turn, as a pause ended: the attempt a release made for us by handing the lock over, or,
+ * when the lock is free (or its release is due), a take aimed at it.
+ */
+function takeTurn(w: Waiter, turn: HandedOver | "free" | undefined): Promise<Lock | undefined> {
+  return turn === undefined || turn === "free" ? takeAtRelease(w) : takeOver(w, turn);
+}
+
+/**
+ * A take aimed at a release. If it came too early (the holder is past its usual hold), its
+ * release is most likely on the way by the time our answer is back: one more take at once costs
+ * the same requests as a poll and the fan-out after it, a round trip sooner; after that, polls.
+ */
+async function takeAtRelease(w: Waiter): Promise<Lock | undefined> {
+  const early = await speculativeTake(w);
+  if (early === undefined || early instanceof Lock) return early;
+  const again = await speculativeTake(w);
+  return again instanceof Lock ? again : undefined;
+}
+
+/**
+ * A fan-out in which the gate node gets an aim-mode poll instead of `SET NX`. Returns the lock,
+ * or the gate's answer when it came too early (first in line, the lock still held past its
+ * predicted release), or nothing.
+ */
+async function speculativeTake(w: Waiter): Promise<Lock | GateAnswer | undefined> {
+  const s = w.state;
+  const token = randomToken();
+  let answer: GateAnswer | undefined;
+  // The others' answers may come back before the gate's: a node that says "held" waits for it
+  // to learn whether the release is on its way (see `GateRole.gateTaken`).
+  let gateAnswered: (taken: boolean) => void = () => {};
+  const gateTaken = new Promise<boolean>((resolve) => {
+    gateAnswered = resolve;
+  });
+  const result = await fanOut(w, {
+    index: w.gate,
+    token,
+    placeholderMs: () => currentPlaceholderMs(w),
+    gateTaken: () => gateTaken,
+    ...retryHeldFor(w, s.holdMs),
+    task: async (context: TaskContext): Promise<NodeOutcomeKind> => {
+      try {
+        const leaseMs = leaseFor(pollInterval(0, s.rttMs), w.o.requestTimeoutMs);
+        answer = await pollOn(w, context, "aim", token, leaseMs);
+        return answer.taken ? "acquired" : "held";
+      } finally {
+        gateAnswered(answer?.taken === true && answer.releasedAgoMs >= 0);
+      }
+    },
+  });
+  if (result.lock) return result.lock;
+  checkAfterAttempt(w, result.report);
+  if (answer === undefined) return undefined;
+  noteProgress(w, answer);
+  if (answer.taken) growPlaceholder(w, result.report, token);
+  else if (releaseImminent(answer, s.rttMs)) return answer;
+  return undefined;
+}

@@ -1,0 +1,124 @@
+/**
+ * What ends waiting without a lock: the attempts, the acquire deadline, the patience for a line
+ * that does not move, a rejected configuration, and the caller's signal. Every way out leaves the
+ * gate's line first; and every pause of a waiter goes through {@link pause}, which keeps to them.
+ * @module
+ */
+import { AcquireTimeoutError, ConfigurationError } from "../errors.js";
+import type { GateAnswer } from "../gate.js";
+import { abortedError, failureError } from "../operations/acquire.js";
+import { summary } from "../operations/summary.js";
+import type { AttemptReport } from "../report.js";
+import { sleep } from "../signals.js";
+import { leave } from "./gate-client.js";
+import { patience } from "./pacing.js";
+import type { Waiter } from "./state.js";
+
+/** Waiting in line ended before any fan-out: the driver makes one last (see `phases.ts`); never leaves the waiter. */
+export class PatienceRanOut extends Error {}
+
+/** The patience for waiting without progress, in ms (see `pacing.patience`). */
+function patienceMs(w: Waiter): number {
+  return patience(w.maxAttempts, w.o.retryBaseDelayMs, w.o.retryMaxDelayMs);
+}
+
+/** Start the patience when the waiter first waits in line (it runs from then on). */
+export function startPatience(w: Waiter): void {
+  if (w.state.patienceUntil === Number.POSITIVE_INFINITY) w.state.patienceUntil = w.now() + patienceMs(w);
+}
+
+/**
+ * The line moved when the gate saw a release since our last poll: patience starts again. A
+ * waiter ahead of us giving up is not progress (behind a holder that never lets go, the whole
+ * line would otherwise wait in a chain), nor is an extension.
+ */
+export function noteProgress(w: Waiter, answer: GateAnswer): void {
+  const s = w.state;
+  if (s.lastTurns >= 0 && answer.turns !== s.lastTurns) {
+    s.patienceUntil = w.now() + patienceMs(w);
+    s.lookedPastPatience = false;
+  }
+  s.lastTurns = answer.turns;
+}
+
+function acquireTimeoutSet(w: Waiter): boolean {
+  return w.o.acquireTimeoutMs !== undefined;
+}
+
+/** Where a pause ends at the latest: the acquire deadline, or without one the patience. */
+export function pauseLimit(w: Waiter): number {
+  return Math.min(w.deadline, acquireTimeoutSet(w) ? Number.POSITIVE_INFINITY : w.state.patienceUntil);
+}
+
+/**
+ * Sleep `ms`, within the acquire deadline, the patience for waiting, and the caller's signal.
+ * Past the deadline: `AcquireTimeoutError`. Past the patience, the waiter looks once more (its
+ * sleep may have outlasted the patience while the line moved on) and gives up at the next pause
+ * unless that poll found it further ahead.
+ */
+export async function pause(w: Waiter, ms: number): Promise<void> {
+  const s = w.state;
+  const patient = !acquireTimeoutSet(w);
+  if (patient && s.lookedPastPatience && w.now() >= s.patienceUntil) giveUp(w);
+  const limit = pauseLimit(w);
+  const now = w.now();
+  if (ms > 0 && now < limit) await sleepWithin(w, Math.min(ms, limit - now));
+  if (w.now() >= w.deadline) {
+    leave(w);
+    timeOut(w);
+  }
+  if (patient && w.now() >= s.patienceUntil) s.lookedPastPatience = true;
+}
+
+/** Sleep `ms`, or abandon when the caller's signal aborts first. */
+export async function sleepWithin(w: Waiter, ms: number): Promise<void> {
+  try {
+    await sleep(ms, w.signal);
+  } catch (reason) {
+    abandon(w, reason);
+  }
+}
+
+/** The caller's signal aborted: leave the line and throw. */
+export function abandon(w: Waiter, reason: unknown): never {
+  leave(w);
+  throw abortedError(w.request.resources, w.reports, reason);
+}
+
+function giveUp(w: Waiter): never {
+  leave(w);
+  // A caller that queued up at once (the key was hot) may give up before any fan-out.
+  if (w.reports.length === 0) throw new PatienceRanOut();
+  throw failureError(w.request.resources, w.reports, w.o.quorum);
+}
+
+/** The acquire deadline passed: `AcquireTimeoutError`, with the attempts made. */
+export function timeOut(w: Waiter): never {
+  const last = w.reports.at(-1);
+  const attempts = w.reports.length;
+  throw new AcquireTimeoutError(
+    `could not acquire ${w.request.resources.join(", ")} within ${w.o.acquireTimeoutMs} ms (${attempts} attempt${attempts === 1 ? "" : "s"})${last ? `: ${summary(last)}` : ""}`,
+    w.reports,
+  );
+}
+
+/** Throws `AbortedError` when the caller's signal has aborted (leaving the line first). */
+export function checkAbort(w: Waiter): void {
+  if (w.signal?.aborted) {
+    leave(w);
+    throw abortedError(w.request.resources, w.reports, w.signal.reason);
+  }
+}
+
+/** Throws when the attempt says stop: a rejected token, the caller's abort, or no attempts left. */
+export function checkAfterAttempt(w: Waiter, report: AttemptReport): void {
+  const configError = report.nodes.find((n) => n.error instanceof ConfigurationError)?.error;
+  if (configError) throw configurationError(w, configError as ConfigurationError);
+  checkAbort(w);
+  if (w.state.attempts >= w.maxAttempts) throw failureError(w.request.resources, w.reports, w.o.quorum);
+}
+
+/** A node's `ConfigurationError`, with the attempts made. */
+export function configurationError(w: Waiter, error: ConfigurationError): ConfigurationError {
+  return new ConfigurationError(error.message, { node: error.node, cause: error, attempts: w.reports });
+}

@@ -1,0 +1,70 @@
+/**
+ * Waiting without the gate: fan-outs with the retry policy's delays in between (full-jitter
+ * backoff, or the caller's `retryDelay`), and the test that sends a waiter back in line.
+ * @module
+ */
+import { fullJitterDelay } from "../backoff.js";
+import { ConfigurationError, InvalidArgumentError } from "../errors.js";
+import type { Lock } from "../lock.js";
+import { failureError } from "../operations/acquire.js";
+import { MAX_DELAY_MS } from "../options.js";
+import type { AttemptReport } from "../report.js";
+import { fanOut } from "./attempts.js";
+import { checkAfterAttempt, sleepWithin, timeOut } from "./limits.js";
+import type { Waiter } from "./state.js";
+
+/** Another holder answered somewhere: waiting in line beats another fan-out. */
+function isContention(w: Waiter, report: AttemptReport): boolean {
+  return report.votes < w.o.quorum && report.nodes.some((n) => n.outcome === "held");
+}
+
+/**
+ * Another holder answered, the gate is up, and no custom retry schedule was asked for. Fenced
+ * locks wait with backoff: their acquisition is two phases, which the gate's take does not cover.
+ */
+export function shouldWaitInLine(w: Waiter, report: AttemptReport): boolean {
+  const s = w.state;
+  return !s.gateDown && !s.foreign && !w.o.fencing && w.o.retryDelay === undefined && isContention(w, report);
+}
+
+/**
+ * Fan-outs with the retry policy's delays in between, after the failed attempt `last`: the lock,
+ * or `in-line` once the lock is held elsewhere with the gate usable.
+ */
+export async function backOff(w: Waiter, last: AttemptReport): Promise<Lock | "in-line"> {
+  let report = last;
+  for (;;) {
+    const delay = retryDelay(w, report);
+    // As retries always did: give up at once when the delay would cross the acquire deadline.
+    if (w.now() + delay >= w.deadline) timeOut(w);
+    await sleepWithin(w, delay);
+    // The gate answered the last fan-out after its vote was decided (see `attempts.fanOut`).
+    if (shouldWaitInLine(w, report)) return "in-line";
+    const result = await fanOut(w);
+    if (result.lock) return result.lock;
+    checkAfterAttempt(w, result.report);
+    // Nodes that failed are back and answer that the lock is held: wait in line after all.
+    if (shouldWaitInLine(w, result.report)) return "in-line";
+    report = result.report;
+  }
+}
+
+/** The retry policy's delay before the next fan-out: the caller's, checked, or full-jitter backoff. */
+function retryDelay(w: Waiter, report: AttemptReport): number {
+  const o = w.o;
+  const attempt = w.state.attempts;
+  if (!o.retryDelay) return fullJitterDelay(attempt, o.retryBaseDelayMs, o.retryMaxDelayMs, Math.random());
+  let delay: unknown;
+  try {
+    delay = o.retryDelay({ attempt, report });
+  } catch (cause) {
+    throw new ConfigurationError("the retryDelay option threw", { cause, attempts: w.reports });
+  }
+  if (delay === null) throw failureError(w.request.resources, w.reports, o.quorum);
+  if (typeof delay !== "number" || !Number.isFinite(delay) || delay < 0 || delay > MAX_DELAY_MS) {
+    throw new InvalidArgumentError(
+      `retryDelay must return null or a number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${String(delay)}`,
+    );
+  }
+  return delay;
+}

@@ -1,0 +1,149 @@
+/**
+ * One `acquire()` call's waiter: what it was asked for (fixed for the call) and its state (one
+ * plain object, changed by the waiting modules as polls and attempts come back).
+ * @module
+ */
+import type { Engine } from "../engine.js";
+import { gateIndex, hotKeyOf } from "../gate.js";
+import type { LockOperations } from "../lock.js";
+import type { AcquireRequest } from "../operations/acquire.js";
+import type { ResolvedOptions } from "../options.js";
+import type { AttemptReport } from "../report.js";
+import { randomToken } from "../token.js";
+import type { Overdue } from "./pacing.js";
+
+/**
+ * Everything a waiter learns and remembers while it waits, in one place. Its phase is not here: the
+ * driver holds it (see `waiter.ts`), and only `phases.transition` changes it.
+ */
+export interface WaiterState {
+  /** Fan-outs made so far (polls of the gate are not attempts). */
+  attempts: number;
+  /** Polls of the gate since the last attempt, for that attempt's report. */
+  polls: number;
+  /** Our ticket in the gate's line (0 before the gate gave one), under which our isolate tells us our turn. */
+  ticket: number;
+  /** Average poll round trip, in ms (0 before the first). */
+  rttMs: number;
+  /** The gate did not answer a poll: waiting falls back to fan-outs until it answers again. */
+  gateDown: boolean;
+  /** Another resource set that shares keys with ours holds them (see `GateAnswer.contested`). */
+  foreign: boolean;
+  /** Whether the gate's line holds an entry of ours (to leave when we are done another way). */
+  inLine: boolean;
+  /** Whether the gate's last answer had us first in line. */
+  firstInLine: boolean;
+  /** When a poll first found us first in line (reset when we are not). */
+  headSince: number | undefined;
+  /** When our place in line runs out unless we poll again (the lease of our last poll, from its send). */
+  leaseUntil: number;
+  /** The gate's last word on the average interval between takes. */
+  holdMs: number;
+  /** The gate's count of releases at our last poll (-1 before the first). */
+  lastTurns: number;
+  /** Since when polls have found the current holder past the gate's prediction (see `pacing.nextOverdue`). */
+  overdue: Overdue | undefined;
+  /** Waiting without progress (no release seen at the gate) ends after this clock reading. */
+  patienceUntil: number;
+  /** The patience ran out during a sleep and the waiter has polled once since (see `limits.pause`). */
+  lookedPastPatience: boolean;
+  /** When the placeholder we left on the gate runs out (see `gate-client.growPlaceholder`). */
+  placeholderUntil: number;
+  /** The token of a placeholder we may have left on the gate. */
+  placeholderToken: string | undefined;
+  /** Takes of the gate in a row, by anyone, that found it free with no release since the take before (from our last take). */
+  unreleasedTakes: number;
+  /** Times a take of ours found the others holding another token. */
+  outOfStep: number;
+}
+
+/** Numbers this process's acquisitions and racing fan-outs: their entries among a client's busy keys. */
+let entries = 0;
+
+/** A fresh id for an entry among the isolate's busy keys (see `HotResources.occupy`). */
+export function nextEntryId(kind: "acquiring" | "racing"): string {
+  return `${kind}:${++entries}`;
+}
+
+/** One `acquire()` call that may wait: its request and limits, the reports of its attempts, and its state. */
+export class Waiter {
+  readonly engine: Engine;
+  readonly request: AcquireRequest;
+  readonly o: ResolvedOptions;
+  readonly maxAttempts: number;
+  readonly signal: AbortSignal | undefined;
+  readonly operations: LockOperations;
+  /** The reports of every attempt made, in order. */
+  readonly reports: AttemptReport[] = [];
+  /** The name of the key set in the isolate's hot resources (see `hotKeyOf`). */
+  readonly hotKey: string;
+  /** The acquire deadline (`acquireTimeoutMs` from the start), or +Infinity. */
+  readonly deadline: number;
+  readonly state: WaiterState;
+  #gateIndex: number | undefined;
+  #waiterId: string | undefined;
+
+  constructor(
+    engine: Engine,
+    request: AcquireRequest,
+    maxAttempts: number,
+    signal: AbortSignal | undefined,
+    operations: LockOperations,
+  ) {
+    this.engine = engine;
+    this.request = request;
+    this.o = request.options;
+    this.maxAttempts = maxAttempts;
+    this.signal = signal;
+    this.operations = operations;
+    this.hotKey = hotKeyOf(request.keys);
+    const now = this.o.clock.now();
+    this.deadline = this.o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : now + this.o.acquireTimeoutMs;
+    this.state = {
+      attempts: 0,
+      polls: 0,
+      ticket: 0,
+      rttMs: 0,
+      gateDown: false,
+      foreign: false,
+      inLine: false,
+      firstInLine: false,
+      headSince: undefined,
+      leaseUntil: 0,
+      holdMs: 0,
+      lastTurns: -1,
+      overdue: undefined,
+      patienceUntil: Number.POSITIVE_INFINITY,
+      lookedPastPatience: false,
+      placeholderUntil: 0,
+      placeholderToken: undefined,
+      unreleasedTakes: 0,
+      outOfStep: 0,
+    };
+  }
+
+  /** The gate node's index: hashed only when this call first needs the gate. */
+  get gate(): number {
+    this.#gateIndex ??= gateIndex(this.request.keys, this.engine.nodes.length);
+    return this.#gateIndex;
+  }
+
+  /** This call's identity in the gate's queue, made when it first waits (or taken from a kept place). */
+  get waiterId(): string {
+    this.#waiterId ??= randomToken();
+    return this.#waiterId;
+  }
+
+  set waiterId(id: string) {
+    this.#waiterId = id;
+  }
+
+  /** Whether a release may hand this lock over: a lock of one resource (see `offers.ts`). */
+  get offersHandoff(): boolean {
+    return this.request.keys.length === 1;
+  }
+
+  now(): number {
+    return this.o.clock.now();
+  }
+}

@@ -1,0 +1,397 @@
+/**
+ * The timing arithmetic of waiting, as tables: each row an input and the figure the waiter acts on
+ * (the fake-time simulations in the other files of this folder check what these figures add up to on
+ * the nodes). Where randomness enters, seeded draws.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  averageRtt,
+  type GateFigures,
+  hotWindow,
+  isOverdue,
+  leaseFor,
+  MAX_POLL_MS,
+  MAX_SLEEP_MS,
+  margin,
+  nextOverdue,
+  offerWindowEnd,
+  patience,
+  patientPace,
+  placeholderMs,
+  pollInterval,
+  releaseImminent,
+  releaseInReach,
+  retryHeld,
+  sleepAtHead,
+  sleepBehind,
+  spreadCap,
+} from "../../../src/waiting/pacing.js";
+import { seededRandom } from "../support/random.js";
+
+/** A gate's answer: a line that learned 50 ms holds, the keys held with 3 s to go, released in 30 ms. */
+function figures(overrides: Partial<GateFigures> = {}): GateFigures {
+  return { rank: 1, pttlMs: 3000, freeInMs: 30, holdMs: 50, holdDeviationMs: 0, cycleMs: 0, turns: 7, ...overrides };
+}
+
+describe("pollInterval: an eighth of the hold, a round trip while none is known, within 5–100 ms", () => {
+  it.each([
+    { holdMs: 0, rttMs: 0, expected: 5 },
+    { holdMs: 0, rttMs: 40, expected: 40 },
+    { holdMs: 0, rttMs: 500, expected: 100 },
+    { holdMs: 16, rttMs: 40, expected: 5 },
+    { holdMs: 80, rttMs: 999, expected: 10 },
+    { holdMs: 1600, rttMs: 0, expected: 100 },
+  ])("hold $holdMs, rtt $rttMs → $expected", ({ holdMs, rttMs, expected }) => {
+    expect(pollInterval(holdMs, rttMs)).toBe(expected);
+  });
+});
+
+describe("margin: twice the holds' deviation, at least 2 ms, at most a quarter round trip", () => {
+  it.each([
+    { deviation: 0, rttMs: 40, expected: 2 },
+    { deviation: 3, rttMs: 40, expected: 6 },
+    { deviation: 10, rttMs: 40, expected: 10 },
+    { deviation: 0, rttMs: 4, expected: 1 },
+  ])("deviation $deviation, rtt $rttMs → $expected", ({ deviation, rttMs, expected }) => {
+    expect(margin(deviation, rttMs)).toBe(expected);
+  });
+});
+
+describe("patientPace: half the time waited, from the interval up to 100 ms, never past the key's PTTL", () => {
+  it.each([
+    { interval: 10, waited: 0, expires: -1, expected: 10 },
+    { interval: 10, waited: 60, expires: -1, expected: 30 },
+    { interval: 10, waited: 1000, expires: -1, expected: 100 },
+    { interval: 10, waited: 1000, expires: 40, expected: 40 },
+    { interval: 10, waited: 1000, expires: 0, expected: 100 },
+  ])("interval $interval, waited $waited, PTTL $expires → $expected", ({ interval, waited, expires, expected }) => {
+    expect(patientPace(interval, waited, expires)).toBe(expected);
+  });
+});
+
+describe("sleepAtHead: the first in line polls at a poll interval near a release, else at a patient pace", () => {
+  // Holds of 80 ms: a poll interval of 10 ms.
+  it.each([
+    {
+      why: "release within an interval",
+      answer: { rank: 0, holdMs: 80, freeInMs: 5 },
+      first: 0,
+      overdue: undefined,
+      expected: 10,
+    },
+    {
+      why: "release further off, just became first",
+      answer: { rank: 0, holdMs: 80, freeInMs: 500 },
+      first: 0,
+      overdue: undefined,
+      expected: 10,
+    },
+    {
+      why: "release further off, first for 60 ms",
+      answer: { rank: 0, holdMs: 80, freeInMs: 500 },
+      first: 60,
+      overdue: undefined,
+      expected: 30,
+    },
+    {
+      why: "release further off, first for a second: 10 polls a second",
+      answer: { rank: 0, holdMs: 80, freeInMs: 500 },
+      first: 1000,
+      overdue: undefined,
+      expected: 100,
+    },
+    {
+      why: "no release before the prediction: never past it",
+      answer: { rank: 0, holdMs: 80, freeInMs: 70 },
+      first: 1000,
+      overdue: undefined,
+      expected: 70,
+    },
+    {
+      why: "overdue holder, just now",
+      answer: { rank: 0, holdMs: 80, freeInMs: 0 },
+      first: 900,
+      overdue: 0,
+      expected: 10,
+    },
+    {
+      why: "overdue holder for 400 ms: 10 polls a second",
+      answer: { rank: 0, holdMs: 80, freeInMs: 0 },
+      first: 900,
+      overdue: 400,
+      expected: 100,
+    },
+    {
+      why: "overdue holder whose key runs out in 30 ms",
+      answer: { rank: 0, holdMs: 80, freeInMs: 0, pttlMs: 30 },
+      first: 900,
+      overdue: 400,
+      expected: 30,
+    },
+    {
+      why: "no hold recorded (10 s key, died): a round trip, then patient",
+      answer: { rank: 0, holdMs: 0, freeInMs: 9000, pttlMs: 9000 },
+      first: 0,
+      overdue: undefined,
+      expected: 20,
+    },
+    {
+      why: "no hold recorded, first for 2 s",
+      answer: { rank: 0, holdMs: 0, freeInMs: 9000, pttlMs: 9000 },
+      first: 2000,
+      overdue: undefined,
+      expected: 100,
+    },
+  ])("$why → $expected", ({ answer, first, overdue, expected }) => {
+    expect(sleepAtHead(figures(answer), 20, first, overdue)).toBe(expected);
+  });
+});
+
+describe("sleepBehind: a waiter behind the first wakes once the waiter ahead should have taken the lock", () => {
+  // Round trip 20 ms; holds of 50 ms (interval 6.25, margin 2, a turn of 52, settling 11.33).
+  it.each([
+    {
+      why: "no hold recorded, 10th: half a round trip per place",
+      answer: { rank: 10, holdMs: 0 },
+      random: 0,
+      expected: 100,
+    },
+    {
+      why: "no hold recorded, 40th: capped by the spread cap (draw 0)",
+      answer: { rank: 40, holdMs: 0 },
+      random: 0,
+      expected: 300,
+    },
+    { why: "no hold recorded, 40th (draw 0.5)", answer: { rank: 40, holdMs: 0 }, random: 0.5, expected: 400 },
+    { why: "no hold recorded, 2nd: at least a poll interval", answer: { rank: 2, holdMs: 0 }, random: 0, expected: 20 },
+    {
+      why: "second: the release, settling, less a round trip",
+      answer: { rank: 1 },
+      random: 0,
+      expected: 30 + 34 / 3 - 20,
+    },
+    { why: "fourth: two turns more", answer: { rank: 3 }, random: 0, expected: 30 + 2 * 52 + 34 / 3 - 20 },
+    {
+      why: "fourth, a measured pace of 60 ms: a turn of 57 at most",
+      answer: { rank: 3, cycleMs: 60 },
+      random: 0,
+      expected: 30 + 2 * 57 + 34 / 3 - 20,
+    },
+    {
+      why: "far back (11th): a turn early and a little more",
+      answer: { rank: 10 },
+      random: 0,
+      expected: 30 + 9 * 52 - 52 * (1 + 9 / 32) + 34 / 3 - 20,
+    },
+    {
+      why: "holds that vary (deviation 20 of 50): sooner, in proportion",
+      answer: { rank: 3, holdDeviationMs: 20 },
+      random: 0,
+      expected: (30 + 2 * 55) * 0.8 + 5 + 25 / 3 - 20,
+    },
+    {
+      why: "the lock due now, second: at least a poll interval",
+      answer: { rank: 1, freeInMs: 0, pttlMs: -2 },
+      random: 0,
+      expected: 6.25,
+    },
+    {
+      why: "behind an overdue holder for 400 ms: no sooner than the first in line's patient pace",
+      answer: { rank: 2, freeInMs: 0 },
+      random: 0,
+      expected: 100,
+      overdue: 400,
+    },
+    { why: "60th: capped (draw 0)", answer: { rank: 60 }, random: 0, expected: 1200 },
+    { why: "60th: capped (draw 0.5)", answer: { rank: 60 }, random: 0.5, expected: 1600 },
+  ])("$why → $expected", ({ answer, random, expected, overdue }) => {
+    expect(sleepBehind(figures(answer), 20, overdue, random)).toBeCloseTo(expected, 9);
+  });
+
+  it("for any answer, sleeps between a poll interval and the longest sleep; the first in line at most 100 ms", () => {
+    const answer = fc.record({
+      rank: fc.integer({ min: 1, max: 200 }),
+      pttlMs: fc.oneof(fc.constant(-2), fc.constant(-1), fc.integer({ min: 1, max: 60_000 })),
+      freeInMs: fc.integer({ min: 0, max: 60_000 }),
+      holdMs: fc.integer({ min: 0, max: 30_000 }),
+      holdDeviationMs: fc.integer({ min: 0, max: 30_000 }),
+      cycleMs: fc.integer({ min: 0, max: 30_000 }),
+      turns: fc.nat(),
+    });
+    const overdue = fc.option(fc.integer({ min: 0, max: 60_000 }), { nil: undefined });
+    fc.assert(
+      fc.property(
+        answer,
+        fc.integer({ min: 0, max: 2_000 }),
+        overdue,
+        fc.double({ min: 0, max: 0.999, noNaN: true }),
+        (a, rtt, late, random) => {
+          const interval = pollInterval(a.holdMs, rtt);
+          const behind = sleepBehind(a, rtt, late, random);
+          expect(behind).toBeGreaterThanOrEqual(interval);
+          expect(behind).toBeLessThanOrEqual(MAX_SLEEP_MS);
+          const head = sleepAtHead({ ...a, rank: 0 }, rtt, rtt, late);
+          expect(head).toBeLessThanOrEqual(MAX_POLL_MS);
+          expect(head).toBeGreaterThan(0);
+        },
+      ),
+      { seed: 28, numRuns: 500 },
+    );
+  });
+});
+
+describe("spreadCap: waiters far back wake spread over the cap's upper 40 %, not together", () => {
+  it.each([
+    { cap: 2000, random: 0, expected: 1200 },
+    { cap: 2000, random: 0.5, expected: 1600 },
+    { cap: 500, random: 0.25, expected: 350 },
+  ])("cap $cap, draw $random → $expected", ({ cap, random, expected }) => {
+    expect(spreadCap(cap, random)).toBe(expected);
+  });
+
+  it("64 waiters at the cap, on seeded draws: none outside [1200, 2000), at most 12 within any 50 ms", () => {
+    const densest = (wakes: number[]) =>
+      Math.max(...wakes.map((from) => wakes.filter((at) => at >= from && at < from + 50).length));
+    for (const seed of [1, 2, 3]) {
+      const random = seededRandom(seed);
+      const wakes = Array.from({ length: 64 }, () => sleepBehind(figures({ rank: 100 }), 20, undefined, random()));
+      for (const wake of wakes) {
+        expect(wake).toBeGreaterThanOrEqual(1200);
+        expect(wake).toBeLessThan(2000);
+      }
+      // 64 over 800 ms: 4 per 50 ms on average.
+      expect(densest(wakes)).toBeLessThanOrEqual(12);
+    }
+    // The check's negative control: one draw for all (one cap) puts all 64 in the same instant.
+    expect(densest(Array.from({ length: 64 }, () => sleepBehind(figures({ rank: 100 }), 20, undefined, 0.5)))).toBe(64);
+  });
+});
+
+describe("placeholderMs: two holds, or four round trips (200 ms at least) before any, doubling, up to the TTL", () => {
+  const base = { requestTimeoutMs: 1000, rttMs: 20, holdMs: 40, outOfStep: 0, unreleasedTakes: 0, ttlMs: 2000 };
+  it.each([
+    { why: "two holds of 40 ms", input: {}, expected: 80 },
+    { why: "holds of 10 ms: 50 ms at least", input: { holdMs: 10 }, expected: 50 },
+    { why: "out of step twice", input: { outOfStep: 2 }, expected: 320 },
+    {
+      why: "the line's count of unreleased takes, when larger",
+      input: { outOfStep: 1, unreleasedTakes: 3 },
+      expected: 640,
+    },
+    { why: "never past the TTL", input: { outOfStep: 10 }, expected: 2000 },
+    { why: "no hold recorded: 200 ms, not a request deadline", input: { holdMs: 0 }, expected: 200 },
+    { why: "no hold recorded, 100 ms round trips: four of them", input: { holdMs: 0, rttMs: 100 }, expected: 400 },
+    { why: "no hold and no round trip known: a request deadline", input: { holdMs: 0, rttMs: 0 }, expected: 1000 },
+    {
+      why: "a short request deadline caps the first",
+      input: { holdMs: 0, rttMs: 0, requestTimeoutMs: 20 },
+      expected: 50,
+    },
+  ])("$why → $expected", ({ input, expected }) => {
+    expect(placeholderMs({ ...base, ...input })).toBe(expected);
+  });
+});
+
+describe("patience: the sum of the backoff's ceilings between maxAttempts attempts", () => {
+  it.each([
+    { maxAttempts: 10, base: 100, max: 2000, expected: 11_100 },
+    { maxAttempts: 10, base: 100, max: 100, expected: 900 },
+    { maxAttempts: 1, base: 100, max: 2000, expected: 0 },
+    { maxAttempts: 1000, base: 2 ** 30, max: 2 ** 40, expected: 2_147_483_647 },
+  ])("$maxAttempts attempts, base $base, max $max → $expected", ({ maxAttempts, base, max, expected }) => {
+    expect(patience(maxAttempts, base, max)).toBe(expected);
+  });
+});
+
+describe("retryHeld: the other nodes asked again for a few poll intervals, within the validity budget", () => {
+  const base = { holdMs: 80, rttMs: 20, ttlMs: 10_000, driftFactor: 0.01, minValidityMs: 1, requestTimeoutMs: 1000 };
+  it.each([
+    { why: "two round trips and an interval", input: {}, expected: { retryHeldMs: 50, retryHeldEveryMs: 10 } },
+    { why: "at most 100 ms", input: { rttMs: 100, holdMs: 800 }, expected: { retryHeldMs: 100, retryHeldEveryMs: 50 } },
+    {
+      why: "none when the TTL leaves no budget",
+      input: { ttlMs: 2000 },
+      expected: { retryHeldMs: 0, retryHeldEveryMs: 10 },
+    },
+    { why: "every 5 ms at least", input: { rttMs: 4 }, expected: { retryHeldMs: 13, retryHeldEveryMs: 5 } },
+  ])("$why", ({ input, expected }) => {
+    expect(retryHeld({ ...base, ...input })).toEqual(expected);
+  });
+});
+
+describe("overdue holders", () => {
+  it.each([
+    { answer: { holdMs: 50, freeInMs: 0 }, expected: true },
+    { answer: { holdMs: 50, freeInMs: 10 }, expected: false },
+    { answer: { holdMs: 0, freeInMs: 0 }, expected: false },
+    { answer: { holdMs: 50, freeInMs: 0, pttlMs: -2 }, expected: false },
+  ])("isOverdue($answer) → $expected", ({ answer, expected }) => {
+    expect(isOverdue(figures(answer))).toBe(expected);
+  });
+
+  it("nextOverdue starts at the first overdue answer, keeps its start within a turn, ends with a new turn or a prediction", () => {
+    const overdue = figures({ freeInMs: 0, turns: 7 });
+    const started = nextOverdue(overdue, undefined, 1000);
+    expect(started).toEqual({ since: 1000, turns: 7 });
+    expect(nextOverdue(overdue, started, 1500)).toBe(started);
+    expect(nextOverdue(figures({ freeInMs: 0, turns: 8 }), started, 1500)).toEqual({ since: 1500, turns: 8 });
+    expect(nextOverdue(figures({ freeInMs: 20 }), started, 1500)).toBeUndefined();
+  });
+});
+
+describe("when the first in line aims a take", () => {
+  it.each([
+    { answer: { rank: 0, freeInMs: 30 }, inReach: true },
+    { answer: { rank: 1, freeInMs: 30 }, inReach: false },
+    { answer: { rank: 0, freeInMs: 0 }, inReach: false },
+    { answer: { rank: 0, freeInMs: 2000 }, inReach: true },
+    { answer: { rank: 0, freeInMs: 2001 }, inReach: false },
+    { answer: { rank: 0, freeInMs: 30, holdMs: 0 }, inReach: false },
+    { answer: { rank: 0, freeInMs: 30, pttlMs: -2 }, inReach: false },
+  ])("releaseInReach($answer) → $inReach", ({ answer, inReach }) => {
+    expect(releaseInReach(figures(answer))).toBe(inReach);
+  });
+
+  it.each([
+    { answer: { rank: 0, freeInMs: 20 }, imminent: true },
+    { answer: { rank: 0, freeInMs: 21 }, imminent: false },
+    { answer: { rank: 1, freeInMs: 0 }, imminent: false },
+    { answer: { rank: 0, freeInMs: 0, pttlMs: -2 }, imminent: false },
+  ])("releaseImminent($answer, rtt 20) → $imminent", ({ answer, imminent }) => {
+    expect(releaseImminent(figures(answer), 20)).toBe(imminent);
+  });
+});
+
+describe("places in line, hand-over offers, round trips", () => {
+  it.each([
+    { next: 50, timeout: 200, expected: 1050 },
+    { next: 50, timeout: 1000, expected: 2050 },
+  ])("leaseFor($next, request deadline $timeout) → $expected", ({ next, timeout, expected }) => {
+    expect(leaseFor(next, timeout)).toBe(expected);
+  });
+
+  it.each([
+    { holdMs: 0, expected: 1000 },
+    { holdMs: 100, expected: 1000 },
+    { holdMs: 400, expected: 1600 },
+  ])("hotWindow($holdMs) → $expected", ({ holdMs, expected }) => {
+    expect(hotWindow(holdMs)).toBe(expected);
+  });
+
+  it.each([
+    { why: "no holder in the isolate", held: 0, leaseUntil: 3000, expected: 1000 },
+    { why: "the holder's deadline first", held: 500, leaseUntil: 3000, expected: 1500 },
+    { why: "a round trip and 5 ms before the place runs out", held: 500, leaseUntil: 1200, expected: 1175 },
+    { why: "a place about to run out: now", held: 500, leaseUntil: 1000, expected: 1000 },
+  ])("offerWindowEnd, $why → $expected", ({ held, leaseUntil, expected }) => {
+    expect(offerWindowEnd(1000, held, leaseUntil, 20)).toBe(expected);
+  });
+
+  it.each([
+    { average: 0, sample: 40, expected: 40 },
+    { average: 40, sample: 80, expected: 50 },
+  ])("averageRtt($average, $sample) → $expected", ({ average, sample, expected }) => {
+    expect(averageRtt(average, sample)).toBe(expected);
+  });
+});
