@@ -90,6 +90,8 @@ export class FakeNode implements RedisNode {
    * delivered `replyMs` later.
    */
   latency: ((args: readonly RedisArgument[]) => MessageDelay) | undefined;
+  /** Called right after the node has applied a command (or failed it), in the same tick. */
+  onApplied: ((args: readonly RedisArgument[]) => void) | undefined;
 
   constructor(readonly id: string) {}
 
@@ -218,6 +220,14 @@ export class FakeNode implements RedisNode {
   }
 
   private execute(args: readonly RedisArgument[]): RedisReply {
+    try {
+      return this.apply(args);
+    } finally {
+      this.onApplied?.(args);
+    }
+  }
+
+  private apply(args: readonly RedisArgument[]): RedisReply {
     const [name, ...rest] = args.map(String);
     switch (name?.toUpperCase()) {
       case "SET": {
