@@ -4,10 +4,16 @@
  * @module
  */
 import { LockLostError, type RedlockError } from "./errors.js";
+import { type ExtensionSent, extensionDeadline } from "./extension-claims.js";
 import type { AcquireFan } from "./operations/cleanup.js";
 import type { RedlockOptions, ResolvedOptions } from "./options.js";
 import type { AttemptReport, NodeOutcome } from "./report.js";
 import { backgroundTimeout } from "./signals.js";
+
+/** An extension whose requests may still land, and the extensions whose requests overlapped its own. */
+interface InFlightExtension extends ExtensionSent {
+  readonly overlapping: ExtensionSent[];
+}
 
 /** What `release()` returns. It never throws because the lock already expired. */
 export interface ReleaseResult {
@@ -111,6 +117,12 @@ export class Lock {
   readonly #holdLimit: number;
   #lastTtlMs: number;
   #extensions = 0;
+  /** Extensions sent, in order; the number of the last one granted; those whose requests may still land. */
+  #extensionsSent = 0;
+  #lastGranted = 0;
+  readonly #extensionsInFlight = new Map<number, InFlightExtension>();
+  /** The least TTL of an extension request whose fate is unknown (see `extension-claims.ts`). */
+  #stragglerTtlMs = Number.POSITIVE_INFINITY;
   #released = false;
   #release: Promise<ReleaseResult> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -250,23 +262,59 @@ export class Lock {
     return this.#lastTtlMs;
   }
 
-  /** @internal Record a successful extension. */
-  extended(deadline: number, ttlMs: number): void {
+  /**
+   * @internal An extension is about to send its requests. From now on they may land on any node,
+   * and a key they reach expires `ttlMs` after they land: the lock claims no more than that until
+   * the extension's answers say otherwise. Returns the extension's number, for the calls below.
+   */
+  extensionStarted(startedAt: number, ttlMs: number): number {
+    const sent: InFlightExtension = { startedAt, ttlMs, overlapping: [] };
+    // Extensions whose requests overlap in time may land on a node in either order.
+    for (const other of this.#extensionsInFlight.values()) {
+      other.overlapping.push(sent);
+      sent.overlapping.push(other);
+    }
+    const number = ++this.#extensionsSent;
+    this.#extensionsInFlight.set(number, sent);
+    this.capDeadline(extensionDeadline(sent, [], Number.POSITIVE_INFINITY, this.options.driftFactor));
+    return number;
+  }
+
+  /**
+   * @internal Extension `number` was granted by a quorum from `startedAt`. Its deadline replaces
+   * the lock's, shorter or longer, unless an extension sent after it was granted first: late
+   * answers of an older extension never raise the claim. Either way it stays within what the
+   * extensions whose requests overlapped its own may have set (see `extension-claims.ts`).
+   */
+  extended(number: number, startedAt: number, ttlMs: number): void {
+    const overlapping = this.#extensionsInFlight.get(number)?.overlapping ?? [];
+    const deadline = Math.min(
+      extensionDeadline({ startedAt, ttlMs }, overlapping, this.#stragglerTtlMs, this.options.driftFactor),
+      this.#holdLimit,
+    );
     this.#extensions++;
+    if (number < this.#lastGranted) return this.capDeadline(deadline);
+    this.#lastGranted = number;
     this.#lastTtlMs = ttlMs;
-    // The extension set every key's TTL to the new value, shorter or longer: the keys now expire
-    // by the new deadline, so the lock may claim no more than that.
-    this.#deadline = Math.min(deadline, this.#holdLimit);
+    this.#deadline = deadline;
     if (this.#controller !== undefined || this.options.onLockLost) this.#scheduleLossTimer();
   }
 
   /**
-   * @internal A failed extension may still have set the keys' TTL on some nodes (an answer lost,
-   * late or timed out): never claim beyond what it may have set.
+   * @internal Every request of extension `number` has finished (it is granted or refused by then).
+   * One whose fate stayed unknown (a timeout, a transport failure) may still land later: its TTL
+   * bounds every later claim.
    */
+  extensionFinished(number: number, fateUnknown: boolean): void {
+    const sent = this.#extensionsInFlight.get(number);
+    this.#extensionsInFlight.delete(number);
+    if (fateUnknown && sent !== undefined) this.#stragglerTtlMs = Math.min(this.#stragglerTtlMs, sent.ttlMs);
+  }
+
+  /** @internal Never claim beyond `deadline` (an extension that failed may still have set some keys). */
   capDeadline(deadline: number): void {
     if (deadline >= this.#deadline) return;
-    this.#deadline = Math.min(this.#deadline, deadline);
+    this.#deadline = deadline;
     if (this.#controller !== undefined || this.options.onLockLost) this.#scheduleLossTimer();
   }
 

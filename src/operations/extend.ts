@@ -3,15 +3,16 @@
  * key, and the new deadline replaces the old one, shorter or longer.
  * @module
  */
-import type { Engine } from "../engine.js";
+import type { Engine, Vote } from "../engine.js";
 import { ExtendError, ExtensionLimitError, LockExpiredError, LockLostError } from "../errors.js";
 import { assertQuarantineCovers } from "../fencing/arithmetic.js";
 import type { Lock } from "../lock.js";
 import { extendOnNode } from "../node-operations.js";
 import type { RedlockOptions, ResolvedOptions } from "../options.js";
 import { validateTtl } from "../options.js";
-import { driftMs, refusalReason } from "../quorum.js";
+import { refusalReason } from "../quorum.js";
 import type { AttemptReport } from "../report.js";
+import { mayHaveApplied } from "./cleanup.js";
 import { summary } from "./summary.js";
 
 /**
@@ -26,15 +27,38 @@ export async function extendKeys(
   token: string,
   ttlMs: number,
   attempt: number,
-): Promise<{ report: AttemptReport; deadline: number }> {
-  const what = resources.join(", ");
-  const { report, deadline } = await engine.vote(o, "extend", resources, attempt, ttlMs, {
+): Promise<Vote> {
+  const vote = await voteExtend(engine, o, resources, keys, token, ttlMs, attempt);
+  const failure = extendFailure(vote.report, resources, o);
+  if (failure) throw failure;
+  return vote;
+}
+
+function voteExtend(
+  engine: Engine,
+  o: ResolvedOptions,
+  resources: readonly string[],
+  keys: readonly string[],
+  token: string,
+  ttlMs: number,
+  attempt: number,
+): Promise<Vote> {
+  return engine.vote(o, "extend", resources, attempt, ttlMs, {
     yes: "extended",
     task: (i, context) => extendOnNode(engine.node(i), keys, token, ttlMs, context),
   });
-  if (report.ok) return { report, deadline };
+}
+
+/** Why an extension was not granted, as the error to throw; its cause is a {@link LockLostError} when a quorum no longer holds the token. */
+function extendFailure(
+  report: AttemptReport,
+  resources: readonly string[],
+  o: ResolvedOptions,
+): ExtendError | undefined {
+  if (report.ok) return undefined;
+  const what = resources.join(", ");
   if (report.votes >= o.quorum) {
-    throw new ExtendError(`extended ${what} with only ${Math.round(report.validityMs ?? 0)} ms of validity left`, [
+    return new ExtendError(`extended ${what} with only ${Math.round(report.validityMs ?? 0)} ms of validity left`, [
       report,
     ]);
   }
@@ -46,9 +70,9 @@ export async function extendKeys(
   ) {
     // A quorum no longer holds our token: the lock is gone, whatever the local deadline says.
     const lost = new LockLostError(`lock on ${what} is no longer held on a quorum`, { attempts: [report] });
-    throw new ExtendError(`could not extend ${what}: the lock is no longer held (${summary(report)})`, [report], lost);
+    return new ExtendError(`could not extend ${what}: the lock is no longer held (${summary(report)})`, [report], lost);
   }
-  throw new ExtendError(`could not extend ${what}: ${summary(report)}`, [report]);
+  return new ExtendError(`could not extend ${what}: ${summary(report)}`, [report]);
 }
 
 /** `lock.extend(ttlMs, overrides)`: the lock's own options, the call's overrides on top. */
@@ -74,26 +98,24 @@ export async function extendLock(
       `extending lock on ${what} by ${ttlMs} ms would hold it past maxHoldMs ${o.maxHoldMs}`,
     );
   }
-  // Read before the first send: a failed extension that reached some nodes set their keys to
-  // expire `ttlMs` after some moment later than this.
-  const startedAt = o.clock.now();
+  // Read before the first send: wherever its requests land, they set the keys to expire `ttlMs`
+  // after some moment later than this, whether the extension is granted or not.
+  const extension = lock.extensionStarted(o.clock.now(), ttlMs);
+  let vote: Vote;
   try {
-    const { report, deadline } = await extendKeys(
-      engine,
-      o,
-      lock.resources,
-      lock.keys,
-      lock.token,
-      ttlMs,
-      lock.extensions + 1,
-    );
-    lock.extended(deadline, ttlMs);
-    return report;
+    vote = await voteExtend(engine, o, lock.resources, lock.keys, lock.token, ttlMs, lock.extensions + 1);
   } catch (error) {
-    // Nodes whose answer was lost, late or a timeout may have applied the PEXPIRE: when it was
-    // shorter than what was left, their keys now expire sooner than the lock claimed.
-    lock.capDeadline(startedAt + ttlMs - driftMs(ttlMs, o.driftFactor));
-    if (error instanceof ExtendError && error.cause instanceof LockLostError) lock.lose(error.cause);
+    // The caller's abort or a configuration error: nothing says which requests were applied.
+    lock.extensionFinished(extension, true);
     throw error;
   }
+  // The answers that come after the vote was decided still tell which requests may land later.
+  void vote.fan.outcomes.then((outcomes) => lock.extensionFinished(extension, outcomes.some(mayHaveApplied)));
+  const failure = extendFailure(vote.report, lock.resources, o);
+  if (failure === undefined) {
+    lock.extended(extension, vote.startedAt, ttlMs);
+    return vote.report;
+  }
+  if (failure.cause instanceof LockLostError) lock.lose(failure.cause);
+  throw failure;
 }

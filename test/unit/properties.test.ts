@@ -219,7 +219,7 @@ describe("one token per holder, whatever users do with their locks", () => {
     ["reused-token", "token", "a client that hands out each Lock with the previous grant's token"],
   ] as const)(
     "negative control (%s): the %s checker reports %s",
-    async (defect, checker) => {
+    async (defect, checker, _description) => {
       expect(await caughtBy(defect, checker)).toMatch(new RegExp(`^${checker}: `));
     },
     60_000,
