@@ -293,7 +293,10 @@ export class Lock {
       this.#holdLimit,
     );
     this.#extensions++;
-    if (number < this.#lastGranted) return this.capDeadline(deadline);
+    if (number < this.#lastGranted) {
+      this.capDeadline(deadline);
+      return;
+    }
     this.#lastGranted = number;
     this.#lastTtlMs = ttlMs;
     this.#deadline = deadline;
