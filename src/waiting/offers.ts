@@ -14,6 +14,7 @@ import type { HandoffOffer } from "../handoff.js";
 import type { Turn } from "../hot-resources.js";
 import type { Lock } from "../lock.js";
 import { type AttemptResult, attemptAcquire, type GateRole } from "../operations/acquire.js";
+import type { NodeOutcomeKind } from "../report.js";
 import { within } from "../signals.js";
 import { randomToken } from "../token.js";
 import { fanOut } from "./attempts.js";
@@ -93,39 +94,48 @@ async function pauseOffering(w: Waiter, ms: number): Promise<HandedOver | undefi
     return undefined;
   }
   let handedOver: HandedOver | undefined;
+  let taken: { outcomes: (index: number) => Promise<NodeOutcomeKind>; sentAt: number } | undefined;
   let accepted: () => void = () => {};
   const acceptance = new Promise<void>((resolve) => (accepted = resolve));
   const token = randomToken();
+  // The attempt is started here, by the waiter, never inside `accept`: the release runs in the
+  // holder's request, and on Workers the I/O and timers a request starts are cancelled when it
+  // ends, so an attempt started there could wait forever for answers that never come. Started
+  // here, its deadline is the waiter's own. Started as soon as the waiter learns of the offer's
+  // take-up, with our signal: if we have given up, it aborts and undoes whatever the release set.
+  const startAttempt = () => {
+    if (taken === undefined || handedOver !== undefined) return;
+    const { outcomes, sentAt } = taken;
+    const role: GateRole = {
+      index: w.gate,
+      token,
+      startedAt: sentAt,
+      task: () => outcomes(w.gate),
+      others: outcomes,
+      placeholderMs: () => currentPlaceholderMs(w),
+      gateTaken: () => false,
+      retryHeldMs: 0,
+      retryHeldEveryMs: 0,
+    };
+    const attempt = attemptAcquire(
+      w.engine,
+      w.request,
+      w.state.attempts + 1,
+      w.signal,
+      w.operations,
+      role,
+      w.state.polls,
+    );
+    attempt.catch(() => undefined);
+    handedOver = { attempt, token };
+  };
   const offer: HandoffOffer = {
     keys: w.request.keys,
     token,
     ttlMs: w.request.ttlMs,
     waiter: w.waiterId,
     accept: (outcomes, sentAt) => {
-      const role: GateRole = {
-        index: w.gate,
-        token,
-        startedAt: sentAt,
-        task: () => outcomes(w.gate),
-        others: outcomes,
-        placeholderMs: () => currentPlaceholderMs(w),
-        gateTaken: () => false,
-        retryHeldMs: 0,
-        retryHeldEveryMs: 0,
-      };
-      // Started at once, with our signal: if we give up before reading it, it aborts and undoes
-      // whatever the release set for us.
-      const attempt = attemptAcquire(
-        w.engine,
-        w.request,
-        w.state.attempts + 1,
-        w.signal,
-        w.operations,
-        role,
-        w.state.polls,
-      );
-      attempt.catch(() => undefined);
-      handedOver = { attempt, token };
+      taken = { outcomes, sentAt };
       accepted();
     },
   };
@@ -139,16 +149,18 @@ async function pauseOffering(w: Waiter, ms: number): Promise<HandedOver | undefi
       await within(acceptance, until - w.now(), w.signal);
       const now = w.now();
       const held = Math.min(offerWindowEnd(w, now), pauseLimit(w));
-      if (handedOver !== undefined || held <= now) break;
+      if (taken !== undefined || held <= now) break;
       until = held;
     }
   } catch (reason) {
+    startAttempt();
     abandon(w, reason);
   } finally {
     hot.withdrawHandoff(w.hotKey, offer);
   }
   // A release may have taken the offer up as our timer fired.
-  if (handedOver === undefined) await pause(w, 0);
+  if (taken === undefined) await pause(w, 0);
+  startAttempt();
   return handedOver;
 }
 
