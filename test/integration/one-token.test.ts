@@ -117,32 +117,29 @@ describe("B: a late compare-and-PEXPIRE with the previous holder's token", () =>
     await next.release();
   });
 
-  it("B2: the next holder's longer extend() is not cut back by the release's late requests", async () => {
+  it.each([
+    {
+      name: "B2: the next holder's longer extend() is not cut back by the release's late requests",
+      key: "b2-longer-overtaken",
+      // Every request of the release (the ones that carry the releasing token) lands 150 ms late.
+      phase: "request" as const,
+      extendMs: 30_000,
+    },
+    {
+      name: "B3: late answers of the release do not raise the next holder's claim over its shorter extend()",
+      key: "b3-shorter-then-late",
+      // The release's requests land at once; their answers are read 150 ms late.
+      phase: "response" as const,
+      extendMs: 2000,
+    },
+  ])("$name", async ({ key, phase, extendMs }) => {
     const held = holdingFetch(endpoints());
     const redlock = new Redlock({ nodes: endpoints().map((e) => ({ ...e, fetch: held.fetch })) });
-    const { holder, waiting } = await holderAndWaiter(redlock, "b2-longer-overtaken");
-    // Every request of the release (the ones that carry the releasing token) lands 150 ms late.
-    const release = held.arm({ match: (args) => carries(args, holder.token), phase: "request", ms: 150 });
+    const { holder, waiting } = await holderAndWaiter(redlock, key);
+    const release = held.arm({ match: (args) => carries(args, holder.token), phase, ms: 150 });
     const releasing = holder.release();
     const next = await waiting;
-    await next.extend(30_000);
-    await releasing;
-    await release.done;
-    expect(release.held(), "release requests held back").toBeGreaterThanOrEqual(3);
-    await sleep(100);
-    await expectHeldAlone(endpoints(), next);
-    await next.release();
-  });
-
-  it("B3: late answers of the release do not raise the next holder's claim over its shorter extend()", async () => {
-    const held = holdingFetch(endpoints());
-    const redlock = new Redlock({ nodes: endpoints().map((e) => ({ ...e, fetch: held.fetch })) });
-    const { holder, waiting } = await holderAndWaiter(redlock, "b3-shorter-then-late");
-    // The release's requests land at once; their answers are read 150 ms late.
-    const release = held.arm({ match: (args) => carries(args, holder.token), phase: "response", ms: 150 });
-    const releasing = holder.release();
-    const next = await waiting;
-    await next.extend(2000);
+    await next.extend(extendMs);
     await releasing;
     await release.done;
     expect(release.held(), "release requests held back").toBeGreaterThanOrEqual(3);
