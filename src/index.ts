@@ -27,6 +27,7 @@ export type { FencedRefusal } from "./fencing/attempt.js";
 export { compareFences, FENCED_SQL_UPDATE, fencedWriteScript } from "./fencing/guard.js";
 export type { InitializeFencingResult } from "./fencing/initialize.js";
 export { RESERVED_KEY_PART } from "./fencing/keys.js";
+export type { ClusterResetResult } from "./fingerprint.js";
 export type { ReleaseResult, VerifyResult } from "./lock.js";
 export { Lock } from "./lock.js";
 export type { RedlockHooks, RedlockOptions, RetryContext } from "./options.js";
