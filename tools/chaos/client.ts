@@ -78,6 +78,8 @@ class Client {
     const broken = config.brokenClock ? brokenClockFetch() : undefined;
     this.#redlock = new Redlock({
       nodes: config.nodes.map((n) => ({ url: n.url, token: n.token, ...(broken ? { fetch: broken.fetch } : {}) })),
+      // Each client reaches the nodes through a proxy path of its own: one cluster under other URLs.
+      clusterName: "chaos",
       quorum: config.quorum,
       maxAttempts: config.maxAttempts,
       retryBaseDelayMs: 50,
