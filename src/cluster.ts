@@ -12,11 +12,7 @@ import { fanOut } from "./fanout.js";
 import { type ClusterResetResult, clusterFingerprint, keptOnNode, refusal, serverName } from "./fingerprint.js";
 import type { Lock } from "./lock.js";
 import type { ResolvedOptions } from "./options.js";
-import { anySignal } from "./signals.js";
 import type { RedisNode } from "./transport.js";
-
-/** An acquisition, given the signal it must stop at. */
-type Acquire = (signal: AbortSignal | undefined) => Promise<Lock>;
 
 /** Per node: it confirmed our fingerprint. Until `recheckUntil`, a background recheck runs. */
 interface Known {
@@ -46,28 +42,30 @@ export class Cluster {
 
   /**
    * Run `acquire` with the check alongside it, and return its lock only once the check passed: a
-   * refused client aborts the acquisition, releases what it got and throws, so no caller of it
-   * ever holds a lock. Costs no round trip of its own, and none at all once the nodes confirmed.
+   * refused client releases what it got and throws the refusal (over any error of the
+   * acquisition), so no caller of it ever holds a lock. Adds no round trip, and once the nodes
+   * confirmed no request. The acquisition keeps the caller's signal alone: on Workers a signal of
+   * this request must not reach a release made by another (a hand-over), so a refusal does not
+   * cut short an acquisition waiting in line; its own limits end it.
    * @throws {ConfigurationError} a node keeps another cluster's fingerprint.
    */
-  async acquire(o: ResolvedOptions, signal: AbortSignal | undefined, acquire: Acquire): Promise<Lock> {
+  async acquire(o: ResolvedOptions, signal: AbortSignal | undefined, acquire: () => Promise<Lock>): Promise<Lock> {
     const checking = this.#check(o, signal);
-    if (checking === undefined) return acquire(signal);
-    const refused = new AbortController();
-    checking.catch((refusal: unknown) => refused.abort(refusal));
+    if (checking === undefined) return acquire();
+    checking.catch(() => undefined);
     let lock: Lock;
     try {
-      lock = await acquire(signal === undefined ? refused.signal : anySignal([signal, refused.signal]));
+      lock = await acquire();
     } catch (error) {
       await checking;
       throw error;
     }
-    const refusedBy = await checking.then(undefined, (error: unknown) => error);
+    const refusal = await checking.then(undefined, (error: unknown) => error);
     // Waiting for a slow node's answer must not return a lock below its least validity.
-    if (refusedBy === undefined && lock.remainingMs() > lock.options.minValidityMs) return lock;
+    if (refusal === undefined && lock.remainingMs() > lock.options.minValidityMs) return lock;
     await lock.release().catch(() => undefined);
     throw (
-      refusedBy ?? new ValidityExhaustedError("validity ran out while the cluster check waited", [lock.acquireReport])
+      refusal ?? new ValidityExhaustedError("validity ran out while the cluster check waited", [lock.acquireReport])
     );
   }
 

@@ -132,8 +132,8 @@ export class Redlock {
   async acquire(resources: string | readonly string[], ttlMs: number, options?: AcquireOptions): Promise<Lock> {
     const { request, signal } = this.#request(resources, ttlMs, options, "acquire()");
     const attempts = request.options.maxAttempts;
-    return this.#cluster.acquire(request.options, signal, (s) =>
-      acquireWithWaiting(this.#engine, request, attempts, s, this.#lockOperations),
+    return this.#cluster.acquire(request.options, signal, () =>
+      acquireWithWaiting(this.#engine, request, attempts, signal, this.#lockOperations),
     );
   }
 
@@ -148,8 +148,8 @@ export class Redlock {
   ): Promise<Lock | null> {
     const { request, signal } = this.#request(resources, ttlMs, options, "tryAcquire()");
     try {
-      return await this.#cluster.acquire(request.options, signal, (s) =>
-        acquireWithWaiting(this.#engine, request, 1, s, this.#lockOperations),
+      return await this.#cluster.acquire(request.options, signal, () =>
+        acquireWithWaiting(this.#engine, request, 1, signal, this.#lockOperations),
       );
     } catch (error) {
       if (error instanceof LockHeldError) return null;
@@ -172,8 +172,8 @@ export class Redlock {
   ): Promise<T> {
     const { request, signal, waitUntil } = this.#request(resources, ttlMs, options, "using()", ["waitUntil"]);
     const attempts = request.options.maxAttempts;
-    const lock = await this.#cluster.acquire(request.options, signal, (s) =>
-      acquireWithWaiting(this.#engine, request, attempts, s, this.#lockOperations),
+    const lock = await this.#cluster.acquire(request.options, signal, () =>
+      acquireWithWaiting(this.#engine, request, attempts, signal, this.#lockOperations),
     );
     // What waitUntil keeps alive is the release and the background work it leaves (the nodes
     // slower than the quorum): on Workers the request's I/O is cancelled once its waitUntil work
