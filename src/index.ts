@@ -26,6 +26,7 @@ export {
 export type { FencedRefusal } from "./fencing/attempt.js";
 export { compareFences, FENCED_SQL_UPDATE, fencedWriteScript } from "./fencing/guard.js";
 export type { InitializeFencingResult } from "./fencing/initialize.js";
+export type { ClusterResetResult } from "./fingerprint.js";
 export { RESERVED_KEY_PART } from "./keys.js";
 export type { ReleaseResult, VerifyResult } from "./lock.js";
 export { Lock } from "./lock.js";

@@ -5,9 +5,11 @@
  */
 import type { SettledResult } from "./background.js";
 import { monotonicClock } from "./clock.js";
+import { Cluster } from "./cluster.js";
 import { Engine } from "./engine.js";
 import { ConfigurationError, InvalidArgumentError, LockHeldError } from "./errors.js";
 import { type InitializeFencingResult, initializeFencing } from "./fencing/initialize.js";
+import type { ClusterResetResult } from "./fingerprint.js";
 import { hotResourcesFor, nodeIdentity } from "./hot-resources.js";
 import { lockKeys } from "./keys.js";
 import type { Lock, LockOperations, ReleaseResult } from "./lock.js";
@@ -37,6 +39,13 @@ export type NodeConfig = RestNodeConfig | RedisNode;
 export interface RedlockConfig extends RedlockOptions {
   /** The independent Redis nodes. Use an odd number, 3 or more, on separate machines or providers. */
   nodes: readonly NodeConfig[];
+  /**
+   * The name of this cluster in its fingerprint on the nodes (see docs/deployments.md), for
+   * clients that reach the same nodes by different URLs. Every client of one cluster must give the
+   * same name, and a changed node list needs a new name.
+   * @default derived from the node list (each node's URL without credentials, or a RedisNode's id)
+   */
+  clusterName?: string | undefined;
 }
 
 /** Per-call options of `acquire`, `tryAcquire` and `using`. */
@@ -74,6 +83,7 @@ export class Redlock {
   readonly nodes: readonly RedisNode[];
   readonly #engine: Engine;
   readonly #lockOperations: LockOperations;
+  readonly #cluster: Cluster;
 
   /**
    * @throws {ConfigurationError} for an empty node list, duplicate nodes, a bad URL or token, an
@@ -82,8 +92,8 @@ export class Redlock {
   constructor(config: RedlockConfig) {
     if (typeof config !== "object" || config === null)
       throw new ConfigurationError("new Redlock() needs a config object");
-    checkOptionNames(config, "the Redlock config", ["nodes"], (m) => new ConfigurationError(m));
-    const { nodes, ...options } = config;
+    checkOptionNames(config, "the Redlock config", ["nodes", "clusterName"], (m) => new ConfigurationError(m));
+    const { nodes, clusterName, ...options } = config;
     if (!Array.isArray(nodes) || nodes.length === 0) {
       throw new ConfigurationError("nodes must be a non-empty array of { url, token } or RedisNode");
     }
@@ -103,6 +113,7 @@ export class Redlock {
     resolveOptions(options, undefined, 10_000, this.nodes.length, (m) => new ConfigurationError(m));
     const identities = this.nodes.map((node, i) => nodeIdentity(node, nodes[i]));
     const hot = hotResourcesFor(options.clock ?? monotonicClock, identities);
+    this.#cluster = new Cluster(this.nodes, nodes, identities, clusterName);
     const engine = new Engine(this.nodes, Object.freeze({ ...options }), hot);
     this.#engine = engine;
     this.#lockOperations = {
@@ -127,7 +138,10 @@ export class Redlock {
    */
   async acquire(resources: string | readonly string[], ttlMs: number, options?: AcquireOptions): Promise<Lock> {
     const { request, signal } = this.#request(resources, ttlMs, options, "acquire()");
-    return acquireWithWaiting(this.#engine, request, request.options.maxAttempts, signal, this.#lockOperations);
+    const attempts = request.options.maxAttempts;
+    return this.#cluster.acquire(request.options, signal, () =>
+      acquireWithWaiting(this.#engine, request, attempts, signal, this.#lockOperations),
+    );
   }
 
   /**
@@ -141,7 +155,9 @@ export class Redlock {
   ): Promise<Lock | null> {
     const { request, signal } = this.#request(resources, ttlMs, options, "tryAcquire()");
     try {
-      return await acquireWithWaiting(this.#engine, request, 1, signal, this.#lockOperations);
+      return await this.#cluster.acquire(request.options, signal, () =>
+        acquireWithWaiting(this.#engine, request, 1, signal, this.#lockOperations),
+      );
     } catch (error) {
       if (error instanceof LockHeldError) return null;
       throw error;
@@ -162,12 +178,9 @@ export class Redlock {
     options?: UsingOptions,
   ): Promise<T> {
     const { request, signal, waitUntil } = this.#request(resources, ttlMs, options, "using()", ["waitUntil"]);
-    const lock = await acquireWithWaiting(
-      this.#engine,
-      request,
-      request.options.maxAttempts,
-      signal,
-      this.#lockOperations,
+    const attempts = request.options.maxAttempts;
+    const lock = await this.#cluster.acquire(request.options, signal, () =>
+      acquireWithWaiting(this.#engine, request, attempts, signal, this.#lockOperations),
     );
     // What waitUntil keeps alive is the release and the background work it leaves (the nodes
     // slower than the quorum): on Workers the request's I/O is cancelled once its waitUntil work
@@ -235,6 +248,19 @@ export class Redlock {
       clock: o.clock,
       requestTimeoutMs: options?.requestTimeoutMs ?? Math.max(o.requestTimeoutMs, 2000),
     });
+  }
+
+  /**
+   * Make this client's cluster fingerprint the one its nodes keep for the lock namespace, so that
+   * a changed node list (or `clusterName`) is no longer refused. Only once every client of the
+   * previous node list has stopped (drained): from then on, clients of the previous list are
+   * refused by the nodes this client shares with them. See docs/deployments.md.
+   * @returns how many nodes now keep it; run it again until that is every node.
+   */
+  async resetClusterFingerprint(
+    options?: Pick<RedlockOptions, "keyPrefix" | "requestTimeoutMs">,
+  ): Promise<ClusterResetResult> {
+    return this.#cluster.reset(this.#resolve(options, 10_000, "resetClusterFingerprint()"));
   }
 
   /**

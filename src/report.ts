@@ -22,7 +22,8 @@
  * - `needs-repair`: the node's quarantine is over but its fence counter for this lock's resources
  *   has not been restored from a quorum yet.
  * - `repaired`: a repair raised the node's fence counters and readmitted it for those resources.
- * - `initialized`: a one-time fencing initialisation marked the node.
+ * - `initialized`: a one-time fencing initialisation marked the node, or a reset of the cluster
+ *   fingerprint set it (`Redlock.resetClusterFingerprint()`).
  */
 export type NodeOutcomeKind =
   | "acquired"

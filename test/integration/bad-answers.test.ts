@@ -33,8 +33,11 @@ const bad = () => stubs.map((s) => ({ url: s.url, token: "t" }));
 describe("unparsable node answers", () => {
   it("3 garbage nodes of 5 → QuorumUnavailableError, nothing of ours left on the real nodes", async () => {
     const key = uniqueKey("garbage");
+    // Another node list over the shared nodes: a lock namespace of its own (see docs/deployments.md).
+    const keyPrefix = `${uniqueKey("garbage-list")}:`;
     const redlock = new Redlock({
       nodes: [...bad().slice(0, 3), ...nodes.slice(0, 2)],
+      keyPrefix,
       maxAttempts: 2,
       retryBaseDelayMs: 10,
     });
@@ -46,13 +49,14 @@ describe("unparsable node answers", () => {
     expect(messages[1]).toMatch(/unparsable answer/);
     expect(messages[2]).toMatch(/no valid result/);
     await redlock.settled();
-    for (const node of nodes.slice(0, 2)) expect(await raw(node, "GET", key)).toBeNull();
+    for (const node of nodes.slice(0, 2)) expect(await raw(node, "GET", keyPrefix + key)).toBeNull();
   });
 
   it("2 garbage nodes of 5 (HTML and a dropped connection) → acquired on the 3 real ones", async () => {
     const errors: string[] = [];
     const redlock = new Redlock({
       nodes: [bad()[0]!, bad()[3]!, ...nodes.slice(0, 3)],
+      keyPrefix: `${uniqueKey("garbage-list")}:`,
       requestTimeoutMs: 2000,
       onNodeError: ({ operation, outcome }) => {
         if (operation === "acquire") errors.push(`${outcome.node} ${outcome.outcome}`);

@@ -225,8 +225,10 @@ describe("even N", () => {
   it("on 4 nodes split 2-2 the attempt settles and fails", async () => {
     const four = nodes.slice(0, 4);
     const key = uniqueKey("split");
-    for (const node of four.slice(0, 2)) await raw(node, "SET", key, "foreign-token", "PX", 60_000);
-    const redlock = new Redlock({ nodes: four, maxAttempts: 1 });
+    // Another node list over the shared nodes: a lock namespace of its own (see docs/deployments.md).
+    const keyPrefix = `${uniqueKey("four")}:`;
+    for (const node of four.slice(0, 2)) await raw(node, "SET", keyPrefix + key, "foreign-token", "PX", 60_000);
+    const redlock = new Redlock({ nodes: four, keyPrefix, maxAttempts: 1 });
     const error = await redlock.acquire(key, 10_000).catch((e) => e);
     expect(error).toBeInstanceOf(LockHeldError);
     expect(error.attempts[0].votes).toBeLessThan(3);

@@ -218,6 +218,9 @@ export function portableSuite(
       const errors: { operation: string; node: string; outcome: string }[] = [];
       const redlock = client({
         nodes: [...nodes.slice(0, 4), { url: input.deadUrl, token: "nobody-listens" }],
+        // Another node list over the same nodes: a lock namespace of its own (the cluster
+        // fingerprint refuses two node lists that share nodes in one namespace).
+        keyPrefix: `${keyPrefix}degraded:`,
         onNodeError: ({ operation, outcome }) =>
           errors.push({ operation, node: outcome.node, outcome: outcome.outcome }),
       });

@@ -68,7 +68,7 @@ describe("milliseconds beyond what timers honour", () => {
     for (const n of nodes) n.occupy("r");
     const error = await run(client(nodes, { retryDelay: () => value as number }).acquire("r", 1000)).catch((e) => e);
     expect(error).toBeInstanceOf(InvalidArgumentError);
-    expect(nodes[0]?.log).toHaveLength(1);
+    expect(nodes[0]?.lockLog).toHaveLength(1);
   });
 
   it("a throwing retryDelay surfaces as a RedlockError with the cause", async () => {

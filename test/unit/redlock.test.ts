@@ -127,7 +127,7 @@ describe("cleanup after failure", () => {
     const redlock = client(nodes, { maxAttempts: 1 });
     await run(redlock.acquire("r", 10_000), 1).catch(() => {});
     await run(redlock.settled());
-    for (const n of nodes) expect(n.log.map((c) => c[0])).toEqual(["SET"]);
+    for (const n of nodes) expect(n.lockLog.map((c) => c[0])).toEqual(["SET"]);
   });
 });
 
@@ -212,7 +212,7 @@ describe("tryAcquire", () => {
     const nodes = fakeNodes(3);
     for (const n of nodes) n.occupy("r");
     expect(await run(client(nodes).tryAcquire("r", 10_000), 1)).toBeNull();
-    expect(nodes[0]!.log).toHaveLength(1);
+    expect(nodes[0]!.lockLog).toHaveLength(1);
   });
 
   it("throws when the nodes are down, so an outage is not mistaken for contention", async () => {
@@ -232,14 +232,14 @@ describe("multi-resource locks", () => {
     expect(lock.keys).toEqual(["lock:a", "lock:b", "lock:c"]);
     expect(nodes[0]!.get("lock:a")).toBeUndefined();
     expect(nodes[1]!.get("lock:a")).toBe(lock.token);
-    expect(nodes[1]!.log[0]?.slice(0, 6)).toEqual(["EVALSHA", expect.any(String), 3, "lock:a", "lock:b", "lock:c"]);
+    expect(nodes[1]!.lockLog[0]?.slice(0, 6)).toEqual(["EVALSHA", expect.any(String), 3, "lock:a", "lock:b", "lock:c"]);
   });
 
   it("falls back to EVAL on NOSCRIPT and counts both requests", async () => {
     const nodes = fakeNodes(3);
     for (const n of nodes) n.scriptCache.clear();
     const lock = await run(client(nodes).acquire(["a", "b"], 10_000), 1);
-    expect(nodes[0]!.log.map((c) => c[0])).toEqual(["EVALSHA", "EVAL"]);
+    expect(nodes[0]!.lockLog.map((c) => c[0])).toEqual(["EVALSHA", "EVAL"]);
     const answered = lock.acquireReport.nodes.filter((n) => n.outcome === "acquired");
     expect(answered.length).toBeGreaterThanOrEqual(2);
     expect(answered.every((n) => n.requests === 2)).toBe(true);
@@ -267,7 +267,7 @@ describe("extend and release", () => {
     await expect(lock.extend()).rejects.toBeInstanceOf(LockExpiredError);
     for (const n of nodes) {
       expect(n.get("r")).toBeUndefined();
-      expect(n.log).toHaveLength(1);
+      expect(n.lockLog).toHaveLength(1);
     }
   });
 

@@ -47,6 +47,13 @@ const LIBRARY_SCRIPTS: Record<string, ScriptRun> = {
     return [deleted, 1];
   },
   inspect: (s, [key]) => [s.get(key as string) ?? null, s.pttl(key as string)],
+  // The cluster check (src/cluster.ts): keep the first fingerprint (no TTL), answer the one kept.
+  cluster: (s, [key], [fingerprint, mode]) => {
+    if (mode === "reset" || s.get(key as string) === undefined) {
+      s.set(key as string, fingerprint as string, Number.POSITIVE_INFINITY);
+    }
+    return s.get(key as string) ?? null;
+  },
   verify: (s, keys, [token]) => {
     if (keys.some((k) => s.get(k) !== token)) return -1;
     return Math.min(...keys.map((k) => s.pttl(k)));

@@ -143,6 +143,9 @@ function edgeRedlock(spec: SystemSpec, backend: Backend): LockClient {
       : backend.stores.slice(0, spec.n).map((store, i) => memoryRedisNode(store, `memory-${i}`));
   const redlock = new Redlock({
     nodes,
+    // Each node count is a cluster of its own over the same servers: its own lock namespace, so
+    // the nodes' cluster fingerprints keep them apart instead of refusing the second count.
+    keyPrefix: `n${spec.n}:`,
     ...policy,
     onAttempt: (report) => {
       if (report.operation === "acquire") attempts++;

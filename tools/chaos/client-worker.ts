@@ -77,6 +77,8 @@ export class Worker {
         ...(config.nodeIds?.[i] === undefined ? {} : { id: config.nodeIds[i] }),
         ...(broken ? { fetch: broken.fetch } : {}),
       })),
+      // Each client reaches the nodes through a proxy path of its own: one cluster under other URLs.
+      clusterName: `chaos${cluster.tag}`,
       quorum: config.quorum,
       maxAttempts: config.maxAttempts,
       retryBaseDelayMs: 50,

@@ -25,8 +25,10 @@ let redlock: Redlock | undefined;
 let gateReleaseDelayMs = 0;
 
 function client(env: Env): Redlock {
-  const nodes = (JSON.parse(env.NODES) as { url: string; token: string }[]).map((config, i): RedisNode => {
-    const node = restNode({ ...config, id: `node-${i + 1}` });
+  const nodes = (JSON.parse(env.NODES) as { url: string; token: string }[]).map((config): RedisNode => {
+    // The wrapper's id is the node's URL: the other tests' clients of these shared nodes are the
+    // same cluster, and a wrapper is known to the cluster fingerprint by its id.
+    const node = restNode(config);
     return {
       id: node.id,
       async command(args, signal) {

@@ -12,6 +12,7 @@
 import { ConfigurationError, NodeError } from "../../../src/errors.js";
 import { fencedWriteScript } from "../../../src/fencing/guard.js";
 import { acquireAllScript } from "../../../src/scripts/acquire-all.js";
+import { clusterScript } from "../../../src/scripts/cluster.js";
 import { extendScript } from "../../../src/scripts/extend.js";
 import { fenceAcquireScript } from "../../../src/scripts/fence-acquire.js";
 import { fenceInitScript } from "../../../src/scripts/fence-init.js";
@@ -60,6 +61,7 @@ export const libraryScripts = [
   fenceQuarantineScript,
   fenceInitScript,
   fencedWriteScript,
+  clusterScript,
 ];
 
 /** The fate of one message (see {@link FakeNode.latency}). */
@@ -94,6 +96,11 @@ export class FakeNode implements RedisNode {
   onApplied: ((args: readonly RedisArgument[]) => void) | undefined;
 
   constructor(readonly id: string) {}
+
+  /** The log without the cluster check that a client's first acquisitions send alongside (see src/cluster.ts). */
+  get lockLog(): RedisArgument[][] {
+    return this.log.filter((c) => !(c[1] === clusterScript.sha1 || c[1] === clusterScript.source));
+  }
 
   get(key: string): string | undefined {
     if (this.hashes.has(key)) throw wrongType(this.id);
@@ -322,6 +329,12 @@ export class FakeNode implements RedisNode {
       case "verify": {
         if (keys.some((k) => this.get(k) !== token)) return -1;
         return Math.min(...keys.map((k) => (this.store.get(k) as { expiresAt: number }).expiresAt - Date.now()));
+      }
+      case "cluster": {
+        // The fingerprint key has no TTL; `check` keeps the first fingerprint, `reset` replaces it.
+        const k = keys[0] as string;
+        if (argv[1] === "reset" || this.get(k) === undefined) this.store.set(k, { value: token, expiresAt: Infinity });
+        return this.get(k) as string;
       }
       case "inspect": {
         const k = keys[0] as string;
