@@ -185,36 +185,40 @@ describe("checker 2, from the nodes' log: no other quorum can form until the cla
   });
 
   it("reads a release the nodes logged before the client invoked it as the holder's own release, not a lost key", () => {
-    // The signature seen once in delayed-restarts: node 4 down, the token on nodes 0-3 after the
+    // The signature seen in delayed-restarts and client-pauses: the token on nodes 0-3 after the
     // grant, and at the release's invoke the log has it on node 3 only, while the release found
-    // it on 3 nodes. With the client's clock 3 ms ahead of the nodes', the release the client
+    // it on 4 nodes. With the client's clock 3 ms ahead of the nodes', the release the client
     // invoked at 200 reached nodes 0-2 at 197-199 on their clocks: the replay, cut at 200, has
-    // already applied the holder's own compare-and-DEL there.
-    const release = (node: number, at: number) =>
+    // already applied the holder's own compare-and-DEL there. Asked just before that release
+    // arrived, those nodes held the token: the claim was backed, and the skew is reported.
+    // A node's log lines are numbered: after the SET (0) and a shortened TTL (1-2) where there is one.
+    const release = (node: number, at: number, after = 1) =>
       monitorStream(node, [
         { t: at, cmd: "EVALSHA", script: "release", key: "r", value: "a" },
         { t: at, cmd: "DEL", key: "r", source: "lua" },
-      ]).map((e) => ({ ...e, seq: e.seq + 1 }));
+      ]).map((e) => ({ ...e, seq: e.seq + after }));
     const held = grant("c2", "a", { acquiredAt: 5, claimedUntil: 980, releaseAt: 200 });
     const skewed = [...held, ...sets([0, 1, 2, 3]), ...release(0, 197), ...release(1, 198), ...release(2, 199)];
     const result = checkBacking([...skewed, ...release(3, 203)], 5, 3, 1000);
-    expect(result.anomalies).toEqual([
-      {
-        process: "c2",
-        resource: "r",
-        lock: "a",
-        t: 200,
-        holders: [3],
-        ownReleaseLoggedEarly: [
-          { node: 0, earlyMs: 3 },
-          { node: 1, earlyMs: 2 },
-          { node: 2, earlyMs: 1 },
-        ],
-      },
-    ]);
+    expect(result.anomalies).toEqual([]);
+    expect(result.clockSkewed).toEqual({ count: 1, maxEarlyMs: 3 });
+    // Negative control: the same skew, but nodes 0-2 had lost the key before the release came
+    // (a shorter TTL ran out at 30): the claim was not backed, whatever the clocks say.
+    const lost = [...held, ...sets([0, 1, 2, 3]), ...shorten([0, 1, 2], 20, 10)];
+    const skewedLost = [
+      ...lost,
+      ...release(0, 197, 3),
+      ...release(1, 198, 3),
+      ...release(2, 199, 3),
+      ...release(3, 203),
+    ];
+    const reported = checkBacking(skewedLost, 5, 3, 1000);
+    expect(reported.anomalies).toHaveLength(1);
+    expect(reported.anomalies[0]).toMatchObject({ lock: "a", t: 200, holders: [3] });
+    expect(reported.clockSkewed).toBeUndefined();
     // The same release logged after its invoke, as aligned clocks show it: nothing to report.
     const aligned = [...held, ...sets([0, 1, 2, 3]), ...[0, 1, 2, 3].flatMap((n) => release(n, 202 + n))];
-    expect(checkBacking(aligned, 5, 3, 1000).anomalies).toEqual([]);
+    expect(checkBacking(aligned, 5, 3, 1000)).toEqual({ checked: 1, anomalies: [] });
   });
 
   it("counts a restarted node as possibly holding anything until its keys surely expired", () => {

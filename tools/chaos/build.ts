@@ -57,23 +57,22 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
   "defect-extension": [
     {
       file: "lock.ts",
-      apply: (text) =>
-        replaceOneOf(
+      apply: (text) => {
+        // An extension may only move the deadline later...
+        const later = replaceOnce(
           text,
-          [
-            {
-              pattern: /(extended\(deadline: number(?:, ttlMs: number)?\): void \{[^}]*?)this\.#deadline = deadline;/,
-              replacement: "$1if (deadline > this.#deadline) this.#deadline = deadline;",
-            },
-            // Since maxHoldMs caps the claim: the deadline is also capped by the hold limit.
-            {
-              pattern:
-                /(extended\(deadline: number(?:, ttlMs: number)?\): void \{[^}]*?)this\.#deadline = (Math\.min\(deadline, [^;]*\));/,
-              replacement: "$1if (deadline > this.#deadline) this.#deadline = $2;",
-            },
-          ],
+          /(extended\(number: number, startedAt: number, ttlMs: number\): void \{[\s\S]*?)this\.#deadline = deadline;/,
+          "$1if (deadline > this.#deadline) this.#deadline = deadline;",
           "lock.ts: `this.#deadline = deadline;` inside extended()",
-        ),
+        );
+        // ...and an extension on its way no longer caps the claim at what it may set.
+        return replaceOnce(
+          later,
+          /\n\s*this\.capDeadline\(extensionDeadline\(sent, \[\], [^;]*\);/,
+          "",
+          "lock.ts: the cap inside extensionStarted()",
+        );
+      },
     },
   ],
   "broken-release": [

@@ -105,6 +105,7 @@ export function summarize(result: ScenarioResult): ScenarioSummary {
     grants: checks.overlap.grants,
     audits: checks.claims.audits,
     logChecks: checks.backing.checked,
+    ...(checks.backing.clockSkewed ? { logChecksClockSkewed: checks.backing.clockSkewed } : {}),
     minClaimMarginMs: finiteOrNull(checks.claims.minMarginMs),
     minClaimUpperMarginMs: finiteOrNull(checks.claims.minUpperMarginMs),
     maxOverlapMs: Math.round(checks.overlap.maxOverlapMs),
