@@ -215,3 +215,13 @@ function failureKind(signal: AbortSignal): NodeOutcomeKind {
 function toError(value: unknown): Error {
   return value instanceof Error ? value : new Error(String(value));
 }
+
+/** The part of an acquisition's fan-out that cleanup needs. */
+export interface AcquireFan {
+  readonly startedAt: number;
+  readonly outcomes: Promise<NodeOutcome[]>;
+  readonly finished: readonly Promise<void>[];
+  isFinished(index: number): boolean;
+  /** The node's final outcome if it is known yet, else `undefined`. */
+  knownOutcome(index: number): NodeOutcome | undefined;
+}

@@ -5,7 +5,7 @@
  */
 import { LockLostError, type RedlockError } from "./errors.js";
 import { type ExtensionSent, extensionDeadline } from "./extension-claims.js";
-import type { AcquireFan } from "./operations/cleanup.js";
+import type { AcquireFan } from "./fanout.js";
 import type { RedlockOptions, ResolvedOptions } from "./options.js";
 import type { AttemptReport, NodeOutcome } from "./report.js";
 import { backgroundTimeout } from "./signals.js";

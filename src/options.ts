@@ -432,3 +432,13 @@ function describe(value: unknown): string {
   if (Array.isArray(value)) return `an array of ${value.length}`;
   return String(value);
 }
+
+/** What is being acquired, resolved and validated once per `acquire()` call. */
+export interface AcquireRequest {
+  /** Sorted resource names. */
+  readonly resources: readonly string[];
+  /** Their keys, in the same order. */
+  readonly keys: readonly string[];
+  readonly ttlMs: number;
+  readonly options: ResolvedOptions;
+}

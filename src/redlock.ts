@@ -13,11 +13,11 @@ import type { ClusterResetResult } from "./fingerprint.js";
 import { hotResourcesFor, nodeIdentity } from "./hot-resources.js";
 import { lockKeys } from "./keys.js";
 import type { Lock, LockOperations, ReleaseResult } from "./lock.js";
-import type { AcquireRequest } from "./operations/acquire.js";
 import { extendKeys, extendLock } from "./operations/extend.js";
 import { type InspectResult, inspectResource } from "./operations/inspect.js";
 import { releaseKeys, releaseLock } from "./operations/release.js";
 import { verifyLock } from "./operations/verify.js";
+import type { AcquireRequest } from "./options.js";
 import {
   checkOptionNames,
   type RedlockOptions,

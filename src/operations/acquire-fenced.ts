@@ -7,15 +7,16 @@
 import type { Engine } from "../engine.js";
 import { callHook } from "../engine.js";
 import { FencingError } from "../errors.js";
-import type { FanOut } from "../fanout.js";
+import type { AcquireFan, FanOut } from "../fanout.js";
 import { assertQuarantineCovers } from "../fencing/arithmetic.js";
 import { fencedAttempt } from "../fencing/attempt.js";
 import { Lock, type LockOperations } from "../lock.js";
+import type { AcquireRequest } from "../options.js";
 import { isFailure, validityMs } from "../quorum.js";
 import type { AttemptReport, NodeOutcome } from "../report.js";
 import { randomToken } from "../token.js";
-import type { AcquireRequest, AttemptResult } from "./acquire.js";
-import { type AcquireFan, cleanUpAcquisition } from "./cleanup.js";
+import type { AttemptResult } from "./acquire.js";
+import { cleanUpAcquisition } from "./cleanup.js";
 
 /**
  * Make one fenced attempt on every node. Never throws for node failures.

@@ -9,23 +9,13 @@ import {
 import type { FanOut, TaskContext } from "../fanout.js";
 import { Lock, type LockOperations } from "../lock.js";
 import { acquireOnNode } from "../node-operations.js";
-import type { ResolvedOptions } from "../options.js";
+import type { AcquireRequest } from "../options.js";
 import { refusalReason } from "../quorum.js";
 import type { AttemptReport, NodeOutcomeKind } from "../report.js";
 import { sleep } from "../signals.js";
 import { randomToken } from "../token.js";
 import { cleanUpAcquisition } from "./cleanup.js";
 import { summary } from "./summary.js";
-
-/** What is being acquired, resolved and validated once per `acquire()` call. */
-export interface AcquireRequest {
-  /** Sorted resource names. */
-  readonly resources: readonly string[];
-  /** Their keys, in the same order. */
-  readonly keys: readonly string[];
-  readonly ttlMs: number;
-  readonly options: ResolvedOptions;
-}
 
 /** The outcome of one attempt: a lock, or the report of why not. */
 export type AttemptResult =

@@ -16,26 +16,16 @@
  * @module
  */
 import { callHook, type Engine } from "../engine.js";
-import { fanOut } from "../fanout.js";
+import { type AcquireFan, fanOut } from "../fanout.js";
 import { extendOnNode, releaseOnNode } from "../node-operations.js";
+import type { AcquireRequest } from "../options.js";
 import { isFailure } from "../quorum.js";
 import type { NodeOutcome } from "../report.js";
 import { backgroundTimeout } from "../signals.js";
-import type { AcquireRequest } from "./acquire.js";
 
 /** Deadline of one cleanup release: several request deadlines, at least 1 s, at most the TTL. */
 export function cleanupTimeoutMs(requestTimeoutMs: number, ttlMs: number): number {
   return Math.min(ttlMs, Math.max(4 * requestTimeoutMs, 1000));
-}
-
-/** The part of an acquisition's fan-out that cleanup needs. */
-export interface AcquireFan {
-  readonly startedAt: number;
-  readonly outcomes: Promise<NodeOutcome[]>;
-  readonly finished: readonly Promise<void>[];
-  isFinished(index: number): boolean;
-  /** The node's final outcome if it is known yet, else `undefined`. */
-  knownOutcome(index: number): NodeOutcome | undefined;
 }
 
 /**

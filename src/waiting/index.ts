@@ -29,7 +29,7 @@
  */
 import type { Engine } from "../engine.js";
 import type { Lock, LockOperations } from "../lock.js";
-import type { AcquireRequest } from "../operations/acquire.js";
+import type { AcquireRequest } from "../options.js";
 import { Waiter } from "./state.js";
 import { runWaiter } from "./waiter.js";
 

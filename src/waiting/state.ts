@@ -6,8 +6,7 @@
 import type { Engine } from "../engine.js";
 import { gateIndex, hotKeyOf } from "../gate.js";
 import type { LockOperations } from "../lock.js";
-import type { AcquireRequest } from "../operations/acquire.js";
-import type { ResolvedOptions } from "../options.js";
+import type { AcquireRequest, ResolvedOptions } from "../options.js";
 import type { AttemptReport } from "../report.js";
 import { randomToken } from "../token.js";
 import type { Overdue } from "./pacing.js";

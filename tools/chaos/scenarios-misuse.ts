@@ -14,7 +14,7 @@
 
 import { equalIdsCollision, handOverMisuse, newlineNamesCollision } from "./misuse-drivers.js";
 import type { Target } from "./protocol.js";
-import type { Scenario } from "./scenarios.js";
+import type { Scenario } from "./scenario.js";
 
 /**
  * A TTL of 5 s: a holder then releases with most of it left, which is when a lock used to be
