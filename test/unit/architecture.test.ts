@@ -1,0 +1,102 @@
+/**
+ * The shape of `src/`: no import cycle, type-only imports included (a cycle makes the algorithm
+ * impossible to read in one direction, and ties modules that a bundler could otherwise drop), and
+ * no file far over the size the style asks for.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "../../src");
+
+/** Every `.ts` file below `dir`, as paths relative to `src/`. */
+function sources(dir = SRC): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sources(path);
+    return entry.name.endsWith(".ts") ? [relative(SRC, path)] : [];
+  });
+}
+
+/** The relative modules a file imports or re-exports, type-only ones included, as paths relative to `src/`. */
+export function importsOf(file: string, text: string): string[] {
+  const found = new Set<string>();
+  const pattern =
+    /(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s*"(\.{1,2}\/[^"]+)"|\bimport\(\s*"(\.{1,2}\/[^"]+)"\s*\)/g;
+  for (const match of text.matchAll(pattern)) {
+    const target = (match[1] ?? match[2]) as string;
+    found.add(relative(SRC, resolve(SRC, dirname(file), target)).replace(/\.js$/, ".ts"));
+  }
+  return [...found];
+}
+
+/** The import cycles of a graph (its strongly connected components of more than one file, or a file importing itself). */
+export function cycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+  let counter = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[][] = [];
+  const visit = (node: string): void => {
+    index.set(node, counter);
+    low.set(node, counter++);
+    stack.push(node);
+    onStack.add(node);
+    for (const next of graph.get(node) ?? []) {
+      if (!graph.has(next)) continue;
+      if (!index.has(next)) {
+        visit(next);
+        low.set(node, Math.min(low.get(node) as number, low.get(next) as number));
+      } else if (onStack.has(next)) low.set(node, Math.min(low.get(node) as number, index.get(next) as number));
+    }
+    if (low.get(node) !== index.get(node)) return;
+    const component: string[] = [];
+    for (;;) {
+      const member = stack.pop() as string;
+      onStack.delete(member);
+      component.push(member);
+      if (member === node) break;
+    }
+    if (component.length > 1 || (graph.get(node) ?? []).includes(node)) found.push(component.sort());
+  };
+  for (const node of graph.keys()) if (!index.has(node)) visit(node);
+  return found;
+}
+
+describe("src/ has a shape you can read in one direction", () => {
+  const files = sources();
+  const graph = new Map(files.map((file) => [file, importsOf(file, readFileSync(join(SRC, file), "utf8"))]));
+
+  it("reads the imports of every file (type-only and re-exports included)", () => {
+    expect(files.length).toBeGreaterThan(40);
+    expect(graph.get("index.ts")).toContain("redlock.ts");
+    expect(graph.get("lock.ts")).toContain("errors.ts");
+    // `import type` counts: a cycle through types still ties the files together.
+    expect(importsOf("a/b.ts", 'import type { X } from "../c.js";\nexport { Y } from "./d.js";')).toEqual([
+      "c.ts",
+      "a/d.ts",
+    ]);
+  });
+
+  it("has no import cycle", () => {
+    expect(cycles(graph)).toEqual([]);
+  });
+
+  it("negative control: the cycle finder reports a cycle through a type-only import", () => {
+    const withCycle = new Map([
+      ["lock.ts", importsOf("lock.ts", 'import type { AcquireFan } from "./operations/cleanup.js";')],
+      ["operations/cleanup.ts", importsOf("operations/cleanup.ts", 'import { Lock } from "../lock.js";')],
+      ["quorum.ts", []],
+    ]);
+    expect(cycles(withCycle)).toEqual([["lock.ts", "operations/cleanup.ts"]]);
+  });
+
+  it("keeps every file under about 450 lines", () => {
+    const long = files
+      .map((file) => ({ file, lines: readFileSync(join(SRC, file), "utf8").split("\n").length }))
+      .filter(({ lines }) => lines > 460);
+    expect(long).toEqual([]);
+  });
+});
