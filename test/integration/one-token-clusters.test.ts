@@ -38,6 +38,12 @@ afterAll(async () => {
   await Promise.all(clusters.map((c) => c.stop()));
 });
 
+/**
+ * Each cluster by name: its clients reach it directly and through the routers, by URLs that differ,
+ * and the nodes' cluster fingerprint would otherwise refuse the second way in.
+ */
+const named = (cluster: number) => ({ clusterName: `one-token-clusters-${cluster}` });
+
 const endpointsOf = (cluster: number): Endpoint[] =>
   (clusters[cluster] as NodeCluster).nodes.map(({ url, token }) => ({ url, token }));
 
@@ -52,7 +58,7 @@ async function releaseBesideOtherCluster(label: string, config1: RedlockConfig, 
   const one = new Redlock(config1);
   const two = new Redlock(config2);
   const holderOne = await one.acquire(key, 10_000);
-  const holderTwo = await foreignClient(endpointsOf(1)).acquire(key, 10_000);
+  const holderTwo = await foreignClient(endpointsOf(1), named(1)).acquire(key, 10_000);
   const waiting = two.acquire(key, 10_000, { acquireTimeoutMs: 3000 });
   waiting.catch(() => undefined);
   await sleep(600);
@@ -65,7 +71,7 @@ async function releaseBesideOtherCluster(label: string, config1: RedlockConfig, 
   const leftOnOne = await Promise.all(endpointsOf(0).map((e) => raw(e, "GET", key)));
   if (outcome instanceof Lock) await outcome.release();
   expect(outcome, "client 2 got a lock while another client holds the key on cluster 2").not.toBeInstanceOf(Lock);
-  await expectHeldAlone(endpointsOf(1), holderTwo);
+  await expectHeldAlone(endpointsOf(1), holderTwo, named(1));
   expect(leftOnOne, "what cluster 1's nodes keep of the released lock").toEqual([null, null, null, null, null]);
   await holderTwo.release();
 }
@@ -73,27 +79,35 @@ async function releaseBesideOtherCluster(label: string, config1: RedlockConfig, 
 describe("M: clients of two clusters in one process", () => {
   it("equal node ids: a release on cluster 1 hands nothing to a waiter of cluster 2", async () => {
     const withIds = (cluster: number) => endpointsOf(cluster).map((e, i) => ({ ...e, id: `node-${i + 1}` }));
-    await releaseBesideOtherCluster("m-equal-ids", { nodes: withIds(0) }, { nodes: withIds(1) });
+    await releaseBesideOtherCluster(
+      "m-equal-ids",
+      { nodes: withIds(0), ...named(0) },
+      { nodes: withIds(1), ...named(1) },
+    );
   });
 
   it("one URL per node, a different REST token per cluster: a release on cluster 1 hands nothing to cluster 2", async () => {
     const viaRouter = (cluster: number) =>
       endpointsOf(cluster).map((e, i) => ({ ...e, url: (routers[i] as Stub).url }));
-    await releaseBesideOtherCluster("m-same-url", { nodes: viaRouter(0) }, { nodes: viaRouter(1) });
+    await releaseBesideOtherCluster(
+      "m-same-url",
+      { nodes: viaRouter(0), ...named(0) },
+      { nodes: viaRouter(1), ...named(1) },
+    );
   });
 
   it("control: the same servers with equal ids are one isolate, and its release hands the lock over", async () => {
     // The same property as above, where sharing is right: client 2 waits on cluster 1 itself.
     const key = uniqueKey("m-same-cluster");
     const withIds = endpointsOf(0).map((e, i) => ({ ...e, id: `node-${i + 1}` }));
-    const one = new Redlock({ nodes: withIds });
-    const two = new Redlock({ nodes: withIds });
+    const one = new Redlock({ nodes: withIds, ...named(0) });
+    const two = new Redlock({ nodes: withIds, ...named(0) });
     const holder = await one.acquire(key, 10_000);
     const waiting = two.acquire(key, 10_000, { acquireTimeoutMs: 5000 });
     await sleep(600);
     await holder.release();
     const next = await waiting;
-    await expectHeldAlone(endpointsOf(0), next);
+    await expectHeldAlone(endpointsOf(0), next, named(0));
     await next.release();
   });
 });

@@ -15,6 +15,8 @@ import { useOwnCluster } from "./support/own-cluster.js";
 import { startProxy } from "./support/proxy.js";
 
 const nodesOf = useOwnCluster();
+/** One name for the nodes reached directly and through the proxies (see docs/deployments.md). */
+const CLUSTER = "one-token-redaction";
 
 /** How a proxy answers a request itself: with the command it received, or with the request as text. */
 type Reflection = "command" | "request";
@@ -86,6 +88,8 @@ function client(label: string) {
   const events: unknown[] = [];
   const redlock = new Redlock({
     nodes: nodesOf().nodes.map((n, i) => ({ url: (proxies[i] as Stub).url, token: n.token })),
+    // The nodes through the proxies are the shared nodes under other URLs: the same cluster.
+    clusterName: CLUSTER,
     onNodeError: (event) => events.push(event),
     onAttempt: (report) => events.push(report),
     onLockLost: (event) => events.push(event),
@@ -177,10 +181,10 @@ for (const reflection of ["command", "request"] as const) {
 
     it("polls of the gate while another client holds the lock", async () => {
       const c = client("k-gate");
-      const holder = await new Redlock({ nodes: nodesOf().nodes.map(({ url, token }) => ({ url, token })) }).acquire(
-        c.key,
-        5000,
-      );
+      const holder = await new Redlock({
+        nodes: nodesOf().nodes.map(({ url, token }) => ({ url, token })),
+        clusterName: CLUSTER,
+      }).acquire(c.key, 5000);
       // Plain SET NX fan-outs reach the nodes (and find the lock held); every script is reflected.
       reflect = (args) => (isScript(args) ? reflection : undefined);
       try {

@@ -7,11 +7,14 @@
  * stands for a request in another isolate, a check independent of the client under test.
  */
 import { expect } from "vitest";
-import { type Lock, Redlock, type RedlockOptions } from "../../../src/index.js";
+import { type Lock, Redlock, type RedlockConfig, type RedlockOptions } from "../../../src/index.js";
 import { auditClaim, type Endpoint } from "./claims.js";
 
+/** Options of a test client: any option, and the cluster's name where its URLs differ from other clients'. */
+export type ClientOptions = RedlockOptions & Pick<RedlockConfig, "clusterName">;
+
 /** A client of its own isolate: every node gets a `fetch` function no other client has. */
-export function foreignClient(endpoints: readonly Endpoint[], options: RedlockOptions = {}): Redlock {
+export function foreignClient(endpoints: readonly Endpoint[], options: ClientOptions = {}): Redlock {
   const nodes = endpoints.map((e) => ({ ...e, fetch: ((input, init) => fetch(input, init)) as typeof fetch }));
   return new Redlock({ nodes, ...options });
 }
@@ -24,7 +27,7 @@ export function foreignClient(endpoints: readonly Endpoint[], options: RedlockOp
 export async function expectHeldAlone(
   endpoints: readonly Endpoint[],
   lock: Lock,
-  options: RedlockOptions = {},
+  options: ClientOptions = {},
 ): Promise<void> {
   expect(lock.remainingMs(), "the lock claims validity").toBeGreaterThan(0);
   const audit = await auditClaim(endpoints, lock);
