@@ -20,7 +20,7 @@ function sources(dir = SRC): string[] {
 }
 
 /** The relative modules a file imports or re-exports, type-only ones included, as paths relative to `src/`. */
-export function importsOf(file: string, text: string): string[] {
+function importsOf(file: string, text: string): string[] {
   const found = new Set<string>();
   const pattern =
     /(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s*"(\.{1,2}\/[^"]+)"|\bimport\(\s*"(\.{1,2}\/[^"]+)"\s*\)/g;
@@ -32,7 +32,7 @@ export function importsOf(file: string, text: string): string[] {
 }
 
 /** The import cycles of a graph (its strongly connected components of more than one file, or a file importing itself). */
-export function cycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+function cycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
   let counter = 0;
   const index = new Map<string, number>();
   const low = new Map<string, number>();
