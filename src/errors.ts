@@ -154,7 +154,30 @@ export class NodeError extends RedlockError {
   }
 }
 
-/** True when `error` is one of this library's errors, optionally with the given code. */
+/** The error class of each code: what {@link isRedlockError} narrows an error to. */
+export interface RedlockErrorByCode {
+  INVALID_ARGUMENT: InvalidArgumentError;
+  CONFIGURATION: ConfigurationError;
+  LOCK_HELD: LockHeldError;
+  QUORUM_UNAVAILABLE: QuorumUnavailableError;
+  VALIDITY_EXHAUSTED: ValidityExhaustedError;
+  ACQUIRE_TIMEOUT: AcquireTimeoutError;
+  ABORTED: AbortedError;
+  LOCK_EXPIRED: LockExpiredError;
+  EXTEND_FAILED: ExtendError;
+  EXTENSION_LIMIT: ExtensionLimitError;
+  LOCK_LOST: LockLostError;
+  NODE_ERROR: NodeError;
+  FENCING_UNINITIALIZED: FencingError;
+  FENCING_INIT_REFUSED: FencingError;
+}
+
+/**
+ * True when `error` is one of this library's errors, optionally with the given code; with a code,
+ * it narrows to that code's class (`isRedlockError(e, "LOCK_HELD")` gives `e.heldOn`).
+ */
+export function isRedlockError(error: unknown): error is RedlockError;
+export function isRedlockError<C extends RedlockErrorCode>(error: unknown, code: C): error is RedlockErrorByCode[C];
 export function isRedlockError(error: unknown, code?: RedlockErrorCode): error is RedlockError {
   return error instanceof RedlockError && (code === undefined || error.code === code);
 }

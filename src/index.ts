@@ -5,7 +5,7 @@
 
 export type { SettledResult } from "./background.js";
 export type { Clock } from "./clock.js";
-export type { RedlockErrorCode } from "./errors.js";
+export type { RedlockErrorByCode, RedlockErrorCode } from "./errors.js";
 export {
   AbortedError,
   AcquireTimeoutError,

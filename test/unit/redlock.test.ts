@@ -6,6 +6,7 @@ import {
   ExtendError,
   ExtensionLimitError,
   InvalidArgumentError,
+  isRedlockError,
   LockExpiredError,
   LockHeldError,
   LockLostError,
@@ -219,6 +220,21 @@ describe("tryAcquire", () => {
     const nodes = fakeNodes(3);
     for (const n of nodes) n.behaviour = { kind: "error" };
     await expect(run(client(nodes).tryAcquire("r", 10_000), 1)).rejects.toBeInstanceOf(QuorumUnavailableError);
+  });
+});
+
+describe("isRedlockError", () => {
+  it("narrows to the class of the code it is given", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.occupy("r");
+    const error: unknown = await run(client(nodes).acquire("r", 10_000, { maxAttempts: 1 }), 1).catch((e) => e);
+    expect(isRedlockError(error)).toBe(true);
+    expect(isRedlockError(error, "QUORUM_UNAVAILABLE")).toBe(false);
+    if (!isRedlockError(error, "LOCK_HELD")) throw new Error("expected LOCK_HELD");
+    // `heldOn` type-checks only once the code has narrowed `error` to a LockHeldError.
+    expect(error.heldOn.length).toBeGreaterThanOrEqual(2);
+    expect(error).toBeInstanceOf(LockHeldError);
+    expect(isRedlockError(new Error("not ours"), "LOCK_HELD")).toBe(false);
   });
 });
 
