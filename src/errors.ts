@@ -60,9 +60,15 @@ export class InvalidArgumentError extends RedlockError {
 export class ConfigurationError extends RedlockError {
   /** The node whose answer revealed the mistake, when there is one. */
   readonly node: string | undefined;
-  constructor(message: string, options: { node?: string; cause?: unknown; attempts?: readonly AttemptReport[] } = {}) {
+  /** That answer's HTTP status (401, 403), when the mistake came from one: per-node outcomes carry it too. */
+  readonly status: number | undefined;
+  constructor(
+    message: string,
+    options: { node?: string; cause?: unknown; attempts?: readonly AttemptReport[]; status?: number } = {},
+  ) {
     super("CONFIGURATION", message, options);
     this.node = options.node;
+    this.status = options.status;
   }
 }
 

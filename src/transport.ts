@@ -152,6 +152,7 @@ export function parseReply(id: string, status: number, text: string, secrets: re
   if (status === 401 || status === 403) {
     throw new ConfigurationError(`node ${id} rejected the token (HTTP ${status})`, {
       node: id,
+      status,
       cause: new NodeError(id, `HTTP ${status}`, { status }),
     });
   }

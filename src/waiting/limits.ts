@@ -120,5 +120,10 @@ export function checkAfterAttempt(w: Waiter, report: AttemptReport): void {
 
 /** A node's `ConfigurationError`, with the attempts made. */
 export function configurationError(w: Waiter, error: ConfigurationError): ConfigurationError {
-  return new ConfigurationError(error.message, { node: error.node, cause: error, attempts: w.reports });
+  return new ConfigurationError(error.message, {
+    node: error.node,
+    cause: error,
+    attempts: w.reports,
+    ...(error.status === undefined ? {} : { status: error.status }),
+  });
 }

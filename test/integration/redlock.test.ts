@@ -3,6 +3,7 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import {
+  type AttemptReport,
   ConfigurationError,
   ExtensionLimitError,
   LockExpiredError,
@@ -320,5 +321,10 @@ describe("configuration and bad answers on real HTTP", () => {
     const error = await redlock.acquire(uniqueKey("token"), 5000).catch((e) => e);
     expect(error).toBeInstanceOf(ConfigurationError);
     expect(error.message).toMatch(/HTTP 401/);
+    // The per-node outcome of a node that refused the token carries its HTTP status.
+    expect(error.status).toBe(401);
+    const refused = (error.attempts as AttemptReport[]).flatMap((a) => a.nodes).filter((n) => n.outcome === "error");
+    expect(refused.length).toBeGreaterThan(0);
+    for (const outcome of refused) expect(outcome.status).toBe(401);
   });
 });

@@ -38,10 +38,16 @@ describe("parseReply: strict parsing of REST answers", () => {
     expect(error.status).toBe(400);
   });
 
-  it.each([401, 403])("turns HTTP %i into a ConfigurationError", (status) => {
-    expect(() => parseReply(id, status, '{"error":"WRONGPASS invalid or missing auth token"}')).toThrow(
-      ConfigurationError,
-    );
+  it.each([401, 403])("turns HTTP %i into a ConfigurationError that carries the status", (status) => {
+    const error = (() => {
+      try {
+        parseReply(id, status, '{"error":"WRONGPASS invalid or missing auth token"}');
+      } catch (caught) {
+        return caught;
+      }
+    })();
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect((error as ConfigurationError).status).toBe(status);
   });
 });
 
