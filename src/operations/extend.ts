@@ -19,17 +19,9 @@ import { summary } from "./summary.js";
  * Extend `keys` held with `token` to `ttlMs` from now. Throws {@link ExtendError}; its cause is a
  * {@link LockLostError} when a quorum no longer holds the token.
  */
-export async function extendKeys(
-  engine: Engine,
-  o: ResolvedOptions,
-  resources: readonly string[],
-  keys: readonly string[],
-  token: string,
-  ttlMs: number,
-  attempt: number,
-): Promise<Vote> {
-  const vote = await voteExtend(engine, o, resources, keys, token, ttlMs, attempt);
-  const failure = extendFailure(vote.report, resources, o);
+export async function extendKeys(...args: Parameters<typeof voteExtend>): Promise<Vote> {
+  const vote = await voteExtend(...args);
+  const failure = extendFailure(vote.report, vote.report.resources, args[1]);
   if (failure) throw failure;
   return vote;
 }

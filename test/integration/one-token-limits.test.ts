@@ -17,55 +17,46 @@ const nodesOf = useOwnCluster();
 const endpoints = () => nodesOf().nodes.map(({ url, token }) => ({ url, token }));
 
 describe("retry options while the holder is in the same isolate", () => {
-  it("individual locks are exclusive (node-redlock, retryCount 10): LockHeldError lists the attempts made", async () => {
-    const redlock = new Redlock({ nodes: endpoints(), maxAttempts: 11, retryDelay: () => 200 });
-    const key = uniqueKey("exclusive-retry-delay");
-    const lock = await redlock.acquire(key, 30_000);
+  it.each([
+    {
+      name: "individual locks are exclusive (node-redlock, retryCount 10)",
+      label: "exclusive-retry-delay",
+      resources: [""],
+      client: { maxAttempts: 11, retryDelay: () => 200 },
+      call: {},
+      maxAttempts: 11,
+    },
+    {
+      name: "individual locks are exclusive with the default retry delays",
+      label: "exclusive-default-delay",
+      resources: [""],
+      client: { maxAttempts: 3 },
+      call: {},
+      maxAttempts: 3,
+    },
+    {
+      name: "multi-resource locks are exclusive (maxAttempts 3, retryDelay 150 ms)",
+      label: "multi-exclusive",
+      resources: [":a", ":b"],
+      client: {},
+      call: { maxAttempts: 3, retryDelay: () => 150 },
+      maxAttempts: 3,
+    },
+  ])("$name: LockHeldError lists the attempts made", async ({ label, resources, client, call, maxAttempts }) => {
+    const redlock = new Redlock({ nodes: endpoints(), ...client });
+    const key = uniqueKey(label);
+    const names = resources.map((suffix) => key + suffix);
+    const lock = await redlock.acquire(names, 30_000);
     try {
-      const error = await redlock.acquire(key, 30_000).then(
+      const error = await redlock.acquire(names, 30_000, call).then(
         (second) => second.release().then(() => new Error("the lock was acquired twice")),
         (e: unknown) => e,
       );
       expect(error).toBeInstanceOf(LockHeldError);
       const attempts = (error as LockHeldError).attempts;
       expect(attempts.length, "attempts listed").toBeGreaterThanOrEqual(1);
-      expect(attempts.length, "attempts listed").toBeLessThanOrEqual(11);
+      expect(attempts.length, "attempts listed").toBeLessThanOrEqual(maxAttempts);
       for (const attempt of attempts) expect(attempt.ok).toBe(false);
-    } finally {
-      await lock.release();
-    }
-  });
-
-  it("individual locks are exclusive with the default retry delays: LockHeldError lists the attempts made", async () => {
-    const redlock = new Redlock({ nodes: endpoints(), maxAttempts: 3 });
-    const key = uniqueKey("exclusive-default-delay");
-    const lock = await redlock.acquire(key, 30_000);
-    try {
-      const error = await redlock.acquire(key, 30_000).then(
-        (second) => second.release().then(() => new Error("the lock was acquired twice")),
-        (e: unknown) => e,
-      );
-      expect(error).toBeInstanceOf(LockHeldError);
-      expect((error as LockHeldError).attempts.length, "attempts listed").toBeGreaterThanOrEqual(1);
-      expect((error as LockHeldError).attempts.length, "attempts listed").toBeLessThanOrEqual(3);
-    } finally {
-      await lock.release();
-    }
-  });
-
-  it("multi-resource locks are exclusive (maxAttempts 3, retryDelay 150 ms): LockHeldError lists the attempts made", async () => {
-    const redlock = new Redlock({ nodes: endpoints() });
-    const label = uniqueKey("multi-exclusive");
-    const resources = [`${label}:a`, `${label}:b`];
-    const lock = await redlock.acquire(resources, 30_000);
-    try {
-      const error = await redlock.acquire(resources, 1000, { maxAttempts: 3, retryDelay: () => 150 }).then(
-        (second) => second.release().then(() => new Error("the lock was acquired twice")),
-        (e: unknown) => e,
-      );
-      expect(error).toBeInstanceOf(LockHeldError);
-      expect((error as LockHeldError).attempts.length, "attempts listed").toBeGreaterThanOrEqual(1);
-      expect((error as LockHeldError).attempts.length, "attempts listed").toBeLessThanOrEqual(3);
     } finally {
       await lock.release();
     }
