@@ -3,9 +3,8 @@
  * @module
  */
 
-export type { SettledResult } from "./background.js";
-export type { Clock } from "./clock.js";
-export type { RedlockErrorByCode, RedlockErrorCode } from "./errors.js";
+export type { Clock } from "./base/clock.js";
+export type { RedlockErrorByCode, RedlockErrorCode } from "./base/errors.js";
 export {
   AbortedError,
   AcquireTimeoutError,
@@ -22,15 +21,14 @@ export {
   QuorumUnavailableError,
   RedlockError,
   ValidityExhaustedError,
-} from "./errors.js";
-export type { FencedRefusal } from "./fencing/attempt.js";
-export { compareFences, FENCED_SQL_UPDATE, fencedWriteScript } from "./fencing/guard.js";
-export type { InitializeFencingResult } from "./fencing/initialize.js";
-export type { ClusterResetResult } from "./fingerprint.js";
-export { RESERVED_KEY_PART } from "./keys.js";
-export type { ReleaseResult, VerifyResult } from "./lock.js";
-export { Lock } from "./lock.js";
-export type { RedlockHooks, RedlockOptions, RetryContext } from "./options.js";
+} from "./base/errors.js";
+export type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "./base/report.js";
+export type { SettledResult } from "./core/background.js";
+export type { ClusterResetResult } from "./core/fingerprint.js";
+export { RESERVED_KEY_PART } from "./core/keys.js";
+export type { ReleaseResult, VerifyResult } from "./core/lock.js";
+export { Lock } from "./core/lock.js";
+export type { RedlockHooks, RedlockOptions, RetryContext } from "./core/options.js";
 export {
   DEFAULT_OPTIONS,
   MAX_DELAY_MS,
@@ -38,7 +36,7 @@ export {
   MAX_RESOURCES,
   MAX_TTL_MS,
   OPTION_NAMES,
-} from "./options.js";
+} from "./core/options.js";
 export type {
   AcquireOptions,
   InspectedNode,
@@ -46,8 +44,10 @@ export type {
   NodeConfig,
   RedlockConfig,
   UsingOptions,
-} from "./redlock.js";
-export { Redlock } from "./redlock.js";
-export type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "./report.js";
-export type { RedisArgument, RedisNode, RedisReply, RestNodeConfig } from "./transport.js";
-export { parseReply, restNode } from "./transport.js";
+} from "./core/redlock.js";
+export { Redlock } from "./core/redlock.js";
+export type { FencedRefusal } from "./fencing/attempt.js";
+export { compareFences, FENCED_SQL_UPDATE, fencedWriteScript } from "./fencing/guard.js";
+export type { InitializeFencingResult } from "./fencing/initialize.js";
+export type { RedisArgument, RedisNode, RedisReply, RestNodeConfig } from "./transport/rest.js";
+export { parseReply, restNode } from "./transport/rest.js";

@@ -3,7 +3,7 @@
  * token and its raise after a refusal, and the quarantine length. Pure functions, no I/O.
  * @module
  */
-import { InvalidArgumentError } from "../errors.js";
+import { InvalidArgumentError } from "../base/errors.js";
 import { MAX_FENCE } from "./lua.js";
 
 /**

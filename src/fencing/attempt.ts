@@ -60,10 +60,10 @@
  * `faultTolerance` (f) sizes the quorum for.
  * @module
  */
-import type { Clock } from "../clock.js";
-import { type Decided, type FanOut, fanOut } from "../fanout.js";
-import type { NodeOutcome } from "../report.js";
-import type { RedisNode } from "../transport.js";
+import type { Clock } from "../base/clock.js";
+import type { NodeOutcome } from "../base/report.js";
+import { type Decided, type FanOut, fanOut } from "../core/fanout.js";
+import type { RedisNode } from "../transport/rest.js";
 import { proposeFence, raiseFence } from "./arithmetic.js";
 import { fencingKeys } from "./keys.js";
 import { type MaintenanceReport, maintainNodes } from "./maintenance.js";

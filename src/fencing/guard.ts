@@ -12,7 +12,7 @@
  * violation of that assumption into a rejected write instead of two interleaved writers.
  * @module
  */
-import type { Script } from "../scripts/script.js";
+import type { Script } from "../core/scripts/script.js";
 
 /**
  * A fenced write for a protected Redis store (not one of the lock nodes).

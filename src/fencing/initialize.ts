@@ -17,12 +17,12 @@
  * tokens (safe, but stuck) until their `maxSeen` is reset. Durable nodes avoid it.
  * @module
  */
-import { type Clock, monotonicClock } from "../clock.js";
-import { FencingError } from "../errors.js";
-import { fanOut } from "../fanout.js";
-import type { NodeOutcome } from "../report.js";
-import { randomToken } from "../token.js";
-import type { RedisNode } from "../transport.js";
+import { type Clock, monotonicClock } from "../base/clock.js";
+import { FencingError } from "../base/errors.js";
+import type { NodeOutcome } from "../base/report.js";
+import { fanOut } from "../core/fanout.js";
+import { randomToken } from "../core/token.js";
+import type { RedisNode } from "../transport/rest.js";
 import { fencingKeys } from "./keys.js";
 import { fenceInitOnNode, fenceReadOnNode, outcomeOf } from "./node-operations.js";
 

@@ -25,7 +25,7 @@
  * @module
  */
 
-import { RESERVED_KEY_PART } from "../keys.js";
+import { RESERVED_KEY_PART } from "../core/keys.js";
 
 export { RESERVED_KEY_PART };
 

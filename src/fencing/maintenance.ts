@@ -28,11 +28,11 @@
  * computed for one loss from being applied after a second loss of the same node.
  * @module
  */
-import type { Clock } from "../clock.js";
-import { fanOut, type TaskContext } from "../fanout.js";
-import type { NodeOutcome, NodeOutcomeKind } from "../report.js";
-import { randomToken } from "../token.js";
-import type { RedisNode } from "../transport.js";
+import type { Clock } from "../base/clock.js";
+import type { NodeOutcome, NodeOutcomeKind } from "../base/report.js";
+import { fanOut, type TaskContext } from "../core/fanout.js";
+import { randomToken } from "../core/token.js";
+import type { RedisNode } from "../transport/rest.js";
 import type { FencingKeys } from "./keys.js";
 import { fenceQuarantineOnNode, fenceReadOnNode, fenceRepairOnNode, outcomeOf } from "./node-operations.js";
 import type { FenceReply } from "./replies.js";

@@ -3,19 +3,19 @@
  * `replies.ts`). One function per script; each returns the validated reply.
  * @module
  */
-import { NodeError } from "../errors.js";
-import type { TaskContext } from "../fanout.js";
-import type { NodeOutcomeKind } from "../report.js";
-import { fenceAcquireScript } from "../scripts/fence-acquire.js";
-import { fenceInitScript } from "../scripts/fence-init.js";
-import { fenceQuarantineScript } from "../scripts/fence-quarantine.js";
-import { fenceRatchetScript } from "../scripts/fence-ratchet.js";
-import { fenceReadScript } from "../scripts/fence-read.js";
-import { fenceRepairScript } from "../scripts/fence-repair.js";
-import { runScript } from "../scripts/script.js";
-import type { RedisNode } from "../transport.js";
+import { NodeError } from "../base/errors.js";
+import type { NodeOutcomeKind } from "../base/report.js";
+import type { TaskContext } from "../core/fanout.js";
+import { runScript } from "../core/scripts/script.js";
+import type { RedisNode } from "../transport/rest.js";
 import { type FencingKeys, scriptKeys } from "./keys.js";
 import { type FenceReply, parseFenceReply } from "./replies.js";
+import { fenceAcquireScript } from "./scripts/fence-acquire.js";
+import { fenceInitScript } from "./scripts/fence-init.js";
+import { fenceQuarantineScript } from "./scripts/fence-quarantine.js";
+import { fenceRatchetScript } from "./scripts/fence-ratchet.js";
+import { fenceReadScript } from "./scripts/fence-read.js";
+import { fenceRepairScript } from "./scripts/fence-repair.js";
 
 /** Phase 1: take the lock keys (all or none) and read the counters of `resources`. */
 export async function fenceAcquireOnNode(

@@ -4,9 +4,9 @@
  * counter that is not a canonical integer below 2^53.
  * @module
  */
-import { NodeError } from "../errors.js";
-import { describeReply } from "../redact.js";
-import type { RedisReply } from "../transport.js";
+import { NodeError } from "../base/errors.js";
+import { describeReply } from "../base/redact.js";
+import type { RedisReply } from "../transport/rest.js";
 import { MAX_FENCE } from "./lua.js";
 
 /** Every status word a fencing script can answer. */

@@ -25,9 +25,9 @@ import {
   LockHeldError,
   QuorumUnavailableError,
   ValidityExhaustedError,
-} from "../errors.js";
-import type { Lock } from "../lock.js";
-import type { Redlock, UsingOptions } from "../redlock.js";
+} from "../base/errors.js";
+import type { Lock } from "../core/lock.js";
+import type { Redlock, UsingOptions } from "../core/redlock.js";
 
 /** Context variables the middleware sets. */
 export interface LockVariables {

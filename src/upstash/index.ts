@@ -17,9 +17,9 @@
  * ```
  * @module
  */
-import { ConfigurationError, NodeError } from "../errors.js";
-import { commandSecrets, redact } from "../redact.js";
-import { isReply, type RedisNode, type RedisReply } from "../transport.js";
+import { ConfigurationError, NodeError } from "../base/errors.js";
+import { commandSecrets, redact } from "../base/redact.js";
+import { isReply, type RedisNode, type RedisReply } from "../transport/rest.js";
 
 /** Any `Redis` instance from `@upstash/redis` (the Node, Cloudflare or Fastly entry point). */
 export interface UpstashRedis {

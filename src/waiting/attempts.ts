@@ -4,9 +4,10 @@
  * tell about the gate.
  * @module
  */
-import { type AttemptResult, attemptAcquire, type GateRole } from "../operations/acquire.js";
-import { attemptFenced } from "../operations/acquire-fenced.js";
-import type { NodeOutcomeKind } from "../report.js";
+
+import type { NodeOutcomeKind } from "../base/report.js";
+import { type AttemptResult, attemptAcquire, type GateRole } from "../core/operations/acquire.js";
+import { attemptFenced } from "../fencing/acquire.js";
 import { leave } from "./gate-client.js";
 import { checkAbort } from "./limits.js";
 import { nextEntryId, type Waiter } from "./state.js";

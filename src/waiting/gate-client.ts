@@ -3,11 +3,12 @@
  * placeholder a take leaves on a gate out of step. Each answer updates the waiter's state.
  * @module
  */
-import type { TaskContext } from "../fanout.js";
-import { type GateAnswer, type GateMode, pollGate } from "../gate.js";
-import { abortedError } from "../operations/acquire.js";
-import { refusalReason } from "../quorum.js";
-import type { AttemptReport } from "../report.js";
+
+import type { AttemptReport } from "../base/report.js";
+import type { TaskContext } from "../core/fanout.js";
+import { abortedError } from "../core/operations/acquire.js";
+import { refusalReason } from "../core/quorum.js";
+import { type GateAnswer, type GateMode, pollGate } from "./gate.js";
 import { averageRtt, placeholderMs } from "./pacing.js";
 import type { Waiter } from "./state.js";
 

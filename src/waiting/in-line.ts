@@ -4,13 +4,13 @@
  * take it over from a release in our isolate (see `offers.ts`).
  * @module
  */
-import { AbortedError, ConfigurationError } from "../errors.js";
-import type { TaskContext } from "../fanout.js";
-import type { GateAnswer } from "../gate.js";
-import { Lock } from "../lock.js";
-import type { NodeOutcomeKind } from "../report.js";
-import { randomToken } from "../token.js";
+import { AbortedError, ConfigurationError } from "../base/errors.js";
+import type { NodeOutcomeKind } from "../base/report.js";
+import type { TaskContext } from "../core/fanout.js";
+import { Lock } from "../core/lock.js";
+import { randomToken } from "../core/token.js";
 import { fanOut } from "./attempts.js";
+import type { GateAnswer } from "./gate.js";
 import { currentPlaceholderMs, growPlaceholder, leave, poll, pollOn } from "./gate-client.js";
 import { abandon, checkAfterAttempt, configurationError, noteProgress, startPatience } from "./limits.js";
 import { type HandedOver, offerWindowEnd, pauseOrTakeOver, takeOver } from "./offers.js";

@@ -27,9 +27,9 @@
  * pure), `state.ts` (what a waiter remembers).
  * @module
  */
-import type { Engine } from "../engine.js";
-import type { Lock, LockOperations } from "../lock.js";
-import type { AcquireRequest } from "../options.js";
+import type { Engine } from "../core/engine.js";
+import type { Lock, LockOperations } from "../core/lock.js";
+import type { AcquireRequest } from "../core/options.js";
 import { Waiter } from "./state.js";
 import { runWaiter } from "./waiter.js";
 

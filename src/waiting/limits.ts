@@ -4,12 +4,12 @@
  * gate's line first; and every pause of a waiter goes through {@link pause}, which keeps to them.
  * @module
  */
-import { AcquireTimeoutError, ConfigurationError } from "../errors.js";
-import type { GateAnswer } from "../gate.js";
-import { abortedError, failureError } from "../operations/acquire.js";
-import { summary } from "../operations/summary.js";
-import type { AttemptReport } from "../report.js";
-import { sleep } from "../signals.js";
+import { AcquireTimeoutError, ConfigurationError } from "../base/errors.js";
+import type { AttemptReport } from "../base/report.js";
+import { sleep } from "../base/signals.js";
+import { abortedError, failureError } from "../core/operations/acquire.js";
+import { summary } from "../core/operations/summary.js";
+import type { GateAnswer } from "./gate.js";
 import { leave } from "./gate-client.js";
 import { patience } from "./pacing.js";
 import type { Waiter } from "./state.js";

@@ -10,13 +10,14 @@
  * good.
  * @module
  */
-import type { HandoffOffer } from "../handoff.js";
-import type { Turn } from "../hot-resources.js";
-import type { Lock } from "../lock.js";
-import { type AttemptResult, attemptAcquire, type GateRole } from "../operations/acquire.js";
-import type { NodeOutcomeKind } from "../report.js";
-import { within } from "../signals.js";
-import { randomToken } from "../token.js";
+
+import type { NodeOutcomeKind } from "../base/report.js";
+import { within } from "../base/signals.js";
+import type { Lock } from "../core/lock.js";
+import { type AttemptResult, attemptAcquire, type GateRole } from "../core/operations/acquire.js";
+import { randomToken } from "../core/token.js";
+import type { HandoffOffer } from "../isolate/handoff.js";
+import type { Turn } from "../isolate/hot-resources.js";
 import { fanOut } from "./attempts.js";
 import { currentPlaceholderMs, growPlaceholder } from "./gate-client.js";
 import { abandon, checkAfterAttempt, pause, pauseLimit } from "./limits.js";

@@ -5,9 +5,10 @@
  * (callers pass one in), so that every figure can be checked against a table.
  * @module
  */
-import type { GateAnswer } from "../gate.js";
-import { MAX_DELAY_MS } from "../options.js";
-import { driftMs } from "../quorum.js";
+
+import { MAX_DELAY_MS } from "../core/options.js";
+import { driftMs } from "../core/quorum.js";
+import type { GateAnswer } from "./gate.js";
 
 /** Shortest margin between a predicted release and the take aimed at it, in ms (timers fire late, by about this much). */
 export const MIN_MARGIN_MS = 2;

@@ -17,8 +17,9 @@
  * Giving up (attempts, deadline, patience, the caller's signal) is an error thrown from any phase.
  * @module
  */
-import type { Lock } from "../lock.js";
-import type { AttemptReport } from "../report.js";
+
+import type { AttemptReport } from "../base/report.js";
+import type { Lock } from "../core/lock.js";
 
 /** The waiter's phases (see the module's description). */
 export type Phase = "fan-out" | "in-line" | "backing-off" | "last-fan-out" | "done";

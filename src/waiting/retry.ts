@@ -3,12 +3,13 @@
  * backoff, or the caller's `retryDelay`), and the test that sends a waiter back in line.
  * @module
  */
-import { fullJitterDelay } from "../backoff.js";
-import { ConfigurationError, InvalidArgumentError } from "../errors.js";
-import type { Lock } from "../lock.js";
-import { failureError } from "../operations/acquire.js";
-import { MAX_DELAY_MS } from "../options.js";
-import type { AttemptReport } from "../report.js";
+
+import { ConfigurationError, InvalidArgumentError } from "../base/errors.js";
+import type { AttemptReport } from "../base/report.js";
+import { fullJitterDelay } from "../core/backoff.js";
+import type { Lock } from "../core/lock.js";
+import { failureError } from "../core/operations/acquire.js";
+import { MAX_DELAY_MS } from "../core/options.js";
 import { fanOut } from "./attempts.js";
 import { checkAfterAttempt, sleepWithin, timeOut } from "./limits.js";
 import type { Waiter } from "./state.js";

@@ -3,12 +3,13 @@
  * plain object, changed by the waiting modules as polls and attempts come back).
  * @module
  */
-import type { Engine } from "../engine.js";
-import { gateIndex, hotKeyOf } from "../gate.js";
-import type { LockOperations } from "../lock.js";
-import type { AcquireRequest, ResolvedOptions } from "../options.js";
-import type { AttemptReport } from "../report.js";
-import { randomToken } from "../token.js";
+
+import type { AttemptReport } from "../base/report.js";
+import type { Engine } from "../core/engine.js";
+import type { LockOperations } from "../core/lock.js";
+import type { AcquireRequest, ResolvedOptions } from "../core/options.js";
+import { randomToken } from "../core/token.js";
+import { gateIndex, hotKeyOf } from "./gate.js";
 import type { Overdue } from "./pacing.js";
 
 /**

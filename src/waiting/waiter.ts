@@ -4,8 +4,8 @@
  * `phases.transition` alone.
  * @module
  */
-import type { Lock } from "../lock.js";
-import { failureError } from "../operations/acquire.js";
+import type { Lock } from "../core/lock.js";
+import { failureError } from "../core/operations/acquire.js";
 import { fanOut } from "./attempts.js";
 import { leave, setTicket } from "./gate-client.js";
 import { sleepFor, waitInLine } from "./in-line.js";

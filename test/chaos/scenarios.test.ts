@@ -4,7 +4,7 @@
  * are on anomaly counts only, never on timings (the machine is shared).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { gateIndex } from "../../src/gate.js";
+import { gateIndex } from "../../src/waiting/gate.js";
 import { createForkPool } from "../../tools/chaos/clients.js";
 import { runScenario, type ScenarioResult, type SharedNodes, startSharedNodes } from "../../tools/chaos/harness.js";
 import type { AuditEvent, HistoryEvent, InfoEvent, LockEvent } from "../../tools/chaos/history.js";

@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { extendScript } from "../../src/scripts/extend.js";
-import { handOverScript } from "../../src/scripts/hand-over.js";
-import { releaseScript } from "../../src/scripts/release.js";
+import { extendScript } from "../../src/core/scripts/extend.js";
+import { releaseScript } from "../../src/core/scripts/release.js";
+import { handOverScript } from "../../src/waiting/scripts/hand-over.js";
 import { PATCHES, replaceOnce } from "../../tools/chaos/build.js";
 import { verdictOf } from "../../tools/chaos/harness.js";
 import { tokenId } from "../../tools/chaos/history.js";

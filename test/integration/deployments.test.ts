@@ -11,7 +11,7 @@
  * whose quorums do not intersect, which it reports as overlaps.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clusterKey } from "../../src/fingerprint.js";
+import { clusterKey } from "../../src/core/fingerprint.js";
 import { ConfigurationError, type Lock, Redlock, type RedlockOptions } from "../../src/index.js";
 import { raw, uniqueKey } from "./support/nodes.js";
 import { useOwnCluster } from "./support/own-cluster.js";

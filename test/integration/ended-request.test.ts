@@ -13,7 +13,7 @@
 import { fileURLToPath } from "node:url";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { gateIndex } from "../../src/gate.js";
+import { gateIndex } from "../../src/waiting/gate.js";
 import { bundleWorker } from "../../tools/demo/bundle.js";
 import { raw, uniqueKey } from "./support/nodes.js";
 

@@ -6,13 +6,13 @@
  * grant costs against a plain one (figures only, no timing assertions).
  */
 import { describe, expect, inject, it } from "vitest";
-import { fanOut } from "../../src/fanout.js";
+import { fanOut } from "../../src/core/fanout.js";
+import { acquireOnNode } from "../../src/core/node-operations.js";
+import { randomToken } from "../../src/core/token.js";
 import { fencedAttempt } from "../../src/fencing/attempt.js";
 import { initializeFencing } from "../../src/fencing/initialize.js";
 import { Redlock } from "../../src/index.js";
-import { acquireOnNode } from "../../src/node-operations.js";
-import { randomToken } from "../../src/token.js";
-import { restNode } from "../../src/transport.js";
+import { restNode } from "../../src/transport/rest.js";
 import { fenceOrderViolations, type OrderedGrant, percentile, releaseEverywhere } from "./support/fencing.js";
 import { raw, uniqueKey } from "./support/nodes.js";
 

@@ -6,18 +6,18 @@
  */
 import fc from "fast-check";
 import { describe, expect, inject, it } from "vitest";
+import { releaseScript } from "../../src/core/scripts/release.js";
+import { runScript, type Script } from "../../src/core/scripts/script.js";
 import { fencedWriteScript } from "../../src/fencing/guard.js";
 import { fencingKeys } from "../../src/fencing/keys.js";
+import { fenceAcquireScript } from "../../src/fencing/scripts/fence-acquire.js";
+import { fenceInitScript } from "../../src/fencing/scripts/fence-init.js";
+import { fenceQuarantineScript } from "../../src/fencing/scripts/fence-quarantine.js";
+import { fenceRatchetScript } from "../../src/fencing/scripts/fence-ratchet.js";
+import { fenceReadScript } from "../../src/fencing/scripts/fence-read.js";
+import { fenceRepairScript } from "../../src/fencing/scripts/fence-repair.js";
 import { restNode } from "../../src/index.js";
-import { fenceAcquireScript } from "../../src/scripts/fence-acquire.js";
-import { fenceInitScript } from "../../src/scripts/fence-init.js";
-import { fenceQuarantineScript } from "../../src/scripts/fence-quarantine.js";
-import { fenceRatchetScript } from "../../src/scripts/fence-ratchet.js";
-import { fenceReadScript } from "../../src/scripts/fence-read.js";
-import { fenceRepairScript } from "../../src/scripts/fence-repair.js";
-import { releaseScript } from "../../src/scripts/release.js";
-import { runScript, type Script } from "../../src/scripts/script.js";
-import type { RedisArgument, RedisNode, RedisReply } from "../../src/transport.js";
+import type { RedisArgument, RedisNode, RedisReply } from "../../src/transport/rest.js";
 import { FakeNode } from "../unit/support/fake-node.js";
 import { uniqueKey } from "./support/nodes.js";
 

@@ -5,13 +5,13 @@
  * restarts nodes.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FencingError } from "../../src/errors.js";
+import { FencingError } from "../../src/base/errors.js";
+import { randomToken } from "../../src/core/token.js";
 import { fencedAttempt } from "../../src/fencing/attempt.js";
 import { initializeFencing } from "../../src/fencing/initialize.js";
 import { fencingKeys } from "../../src/fencing/keys.js";
-import { fenceReadScript } from "../../src/scripts/fence-read.js";
-import { randomToken } from "../../src/token.js";
-import { type RedisNode, restNode } from "../../src/transport.js";
+import { fenceReadScript } from "../../src/fencing/scripts/fence-read.js";
+import { type RedisNode, restNode } from "../../src/transport/rest.js";
 import { type NodeCluster, startNodes } from "../../tools/nodes/index.js";
 import { releaseEverywhere, sleep } from "./support/fencing.js";
 import { raw } from "./support/nodes.js";

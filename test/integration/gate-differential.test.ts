@@ -4,9 +4,9 @@
  * rest on that model.
  */
 import { describe, expect, inject, it } from "vitest";
-import { gateKeys, pollGate, releaseOnGate } from "../../src/gate.js";
+import { handOverOnNode } from "../../src/core/node-operations.js";
 import { restNode } from "../../src/index.js";
-import { handOverOnNode } from "../../src/node-operations.js";
+import { gateKeys, pollGate, releaseOnGate } from "../../src/waiting/gate.js";
 import { type GateStore, runGate, runGateRelease } from "../unit/support/fake-gate.js";
 import { uniqueKey } from "./support/nodes.js";
 

@@ -3,10 +3,10 @@
  * `fetch`, independently of what the library reports.
  */
 import { describe, expect, it } from "vitest";
-import { gateIndex } from "../../src/gate.js";
+import { clusterScript } from "../../src/core/scripts/cluster.js";
 import { Redlock } from "../../src/index.js";
-import { clusterScript } from "../../src/scripts/cluster.js";
-import { gateScript } from "../../src/scripts/gate.js";
+import { gateIndex } from "../../src/waiting/gate.js";
+import { gateScript } from "../../src/waiting/scripts/gate.js";
 import { expectClaimHolds } from "./support/claims.js";
 import { raw, uniqueKey } from "./support/nodes.js";
 import { useOwnCluster } from "./support/own-cluster.js";

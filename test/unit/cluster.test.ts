@@ -5,9 +5,9 @@
  * asked again; a reset after a drain lets the new list in and refuses the old one.
  */
 import { describe, expect, it } from "vitest";
-import { clusterFingerprint, clusterKey, fnv1a64 } from "../../src/fingerprint.js";
+import { clusterFingerprint, clusterKey, fnv1a64 } from "../../src/core/fingerprint.js";
+import { clusterScript } from "../../src/core/scripts/cluster.js";
 import { ConfigurationError, type Lock, type RedisNode, Redlock, type RedlockOptions } from "../../src/index.js";
-import { clusterScript } from "../../src/scripts/cluster.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
 import { run, useFakeTime } from "./support/fake-time.js";
 

@@ -3,10 +3,10 @@
  * serve another fan-out only when nothing can still abort it or listen to it.
  */
 import { describe, expect, it } from "vitest";
-import { signalsOutliveRequests } from "../../src/abort-controllers.js";
-import type { Clock } from "../../src/clock.js";
-import { type FanOut, fanOut, type TaskContext } from "../../src/fanout.js";
-import type { NodeOutcomeKind } from "../../src/report.js";
+import type { Clock } from "../../src/base/clock.js";
+import type { NodeOutcomeKind } from "../../src/base/report.js";
+import { signalsOutliveRequests } from "../../src/core/abort-controllers.js";
+import { type FanOut, fanOut, type TaskContext } from "../../src/core/fanout.js";
 
 const clock: Clock = { now: () => performance.now() };
 

@@ -4,12 +4,12 @@
  * there. The checkers are the ones the property tests use.
  */
 import { describe, expect, it } from "vitest";
-import { fanOut } from "../../src/fanout.js";
+import { fanOut } from "../../src/core/fanout.js";
+import { releaseOnNode } from "../../src/core/node-operations.js";
 import { fencedAttempt } from "../../src/fencing/attempt.js";
-import { releaseOnNode } from "../../src/node-operations.js";
-import { fenceAcquireScript } from "../../src/scripts/fence-acquire.js";
-import { fenceRatchetScript } from "../../src/scripts/fence-ratchet.js";
-import type { RedisArgument } from "../../src/transport.js";
+import { fenceAcquireScript } from "../../src/fencing/scripts/fence-acquire.js";
+import { fenceRatchetScript } from "../../src/fencing/scripts/fence-ratchet.js";
+import type { RedisArgument } from "../../src/transport/rest.js";
 import { FakeNode, fakeClock, type MessageDelay } from "./support/fake-node.js";
 import { settle, timerByTimer, useFakeTime } from "./support/fake-time.js";
 import { duplicateFences, type Grant, markInitialized, monotonicityViolations } from "./support/fencing-harness.js";

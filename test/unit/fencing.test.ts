@@ -1,6 +1,6 @@
 /** Unit tests of the fencing modules on in-memory nodes and a fake clock. */
 import { describe, expect, it } from "vitest";
-import { FencingError, InvalidArgumentError, NodeError } from "../../src/errors.js";
+import { FencingError, InvalidArgumentError, NodeError } from "../../src/base/errors.js";
 import {
   assertQuarantineCovers,
   compareFences,
@@ -14,9 +14,9 @@ import {
   proposeFence,
   raiseFence,
 } from "../../src/fencing/index.js";
+import { fenceRatchetScript } from "../../src/fencing/scripts/fence-ratchet.js";
 import { Redlock } from "../../src/index.js";
-import { fenceRatchetScript } from "../../src/scripts/fence-ratchet.js";
-import type { RedisReply } from "../../src/transport.js";
+import type { RedisReply } from "../../src/transport/rest.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
 import { inSteps, settle, useFakeTime } from "./support/fake-time.js";
 import { markInitialized } from "./support/fencing-harness.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { fullJitterDelay } from "../../src/backoff.js";
-import { decide, driftMs, majority, refusalReason, validityMs } from "../../src/quorum.js";
+import { fullJitterDelay } from "../../src/core/backoff.js";
+import { decide, driftMs, majority, refusalReason, validityMs } from "../../src/core/quorum.js";
 
 describe("quorum arithmetic", () => {
   it("majority is floor(N/2)+1", () => {

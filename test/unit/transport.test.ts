@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ConfigurationError, NodeError } from "../../src/errors.js";
-import { parseReply, restNode } from "../../src/transport.js";
+import { ConfigurationError, NodeError } from "../../src/base/errors.js";
+import { parseReply, restNode } from "../../src/transport/rest.js";
 
 const id = "http://node";
 

@@ -57,7 +57,7 @@ async function round(runs: number): Promise<void> {
 /** An edge-redlock client of the bundled library, with its default options. */
 function edgeRedlockClient(library: typeof Library, nodes: Library.NodeConfig[]): LockClient {
   // A node error would mean the in-memory nodes answer a script differently than the library
-  // expects (memory-store.ts lagging behind src/scripts): the figure would measure error paths.
+  // expects (memory-store.ts lagging behind the scripts/ folders of src/): the figure would measure error paths.
   let nodeErrors = 0;
   let firstError: unknown;
   const redlock = new library.Redlock({

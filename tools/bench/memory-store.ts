@@ -3,7 +3,7 @@
  * redis-servers): a tiny Redis (strings with a PX expiry) and the three shapes clients expect,
  * an edge-redlock {@link RedisNode}, a `fetch` speaking the Upstash REST protocol, and an
  * ioredis-shaped object for the TCP peers. Scripts are recognised, never interpreted: an
- * edge-redlock script (src/scripts) without an implementation here fails loudly, so a new
+ * edge-redlock script (the scripts/ folders of src/) without an implementation here fails loudly, so a new
  * library script gets added here rather than silently measured wrong.
  */
 import { createHash } from "node:crypto";
@@ -15,7 +15,7 @@ type ScriptRun = (store: MemoryStore, keys: string[], argv: string[]) => RedisRe
 
 const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
 
-/** edge-redlock's scripts, by their `name` in src/scripts. */
+/** edge-redlock's scripts, by their `name` in the scripts/ folders of src/. */
 const LIBRARY_SCRIPTS: Record<string, ScriptRun> = {
   "acquire-all": (s, keys, [token, ttl]) => {
     if (keys.some((k) => s.get(k) !== undefined)) return 0;
@@ -47,7 +47,7 @@ const LIBRARY_SCRIPTS: Record<string, ScriptRun> = {
     return [deleted, 1];
   },
   inspect: (s, [key]) => [s.get(key as string) ?? null, s.pttl(key as string)],
-  // The cluster check (src/cluster.ts): keep the first fingerprint (no TTL), answer the one kept.
+  // The cluster check (src/core/cluster.ts): keep the first fingerprint (no TTL), answer the one kept.
   cluster: (s, [key], [fingerprint, mode]) => {
     if (mode === "reset" || s.get(key as string) === undefined) {
       s.set(key as string, fingerprint as string, Number.POSITIVE_INFINITY);
@@ -79,7 +79,7 @@ export class MemoryStore {
     for (const script of known) this.scripts.set(script.sha1, { name: script.name, run: LIBRARY_SCRIPTS[script.name] });
   }
 
-  /** A store that knows edge-redlock's scripts as of src/scripts. */
+  /** A store that knows edge-redlock's scripts as of the scripts/ folders of src/. */
   static async create(): Promise<MemoryStore> {
     return new MemoryStore(await libraryScripts());
   }

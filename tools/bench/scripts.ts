@@ -1,5 +1,5 @@
 /**
- * The library's Lua scripts, as the bench finds them in src/scripts, and a warm start for the
+ * The library's Lua scripts, as the bench finds them in the scripts/ folders of src/, and a warm start for the
  * lock nodes' script caches.
  * @module
  */
@@ -8,12 +8,15 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { Redis } from "ioredis";
 import type { HostNode } from "./node-host-protocol.js";
 
-/** Every Script object exported by src/scripts/*.ts: name, SHA-1 and source. */
+/** Every Script object exported by the scripts/ folders of src/: name, SHA-1 and source. */
 export async function libraryScripts(): Promise<{ name: string; sha1: string; source: string }[]> {
-  const dir = fileURLToPath(new URL("../../src/scripts/", import.meta.url));
+  const src = fileURLToPath(new URL("../../src/", import.meta.url));
+  const files = readdirSync(src, { recursive: true, encoding: "utf8" }).filter((f) =>
+    /(^|\/)scripts\/[^/]+\.ts$/.test(f),
+  );
   const found: { name: string; sha1: string; source: string }[] = [];
-  for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
-    const module = (await import(pathToFileURL(`${dir}${file}`).href)) as Record<string, unknown>;
+  for (const file of files) {
+    const module = (await import(pathToFileURL(`${src}${file}`).href)) as Record<string, unknown>;
     for (const value of Object.values(module)) {
       const script = value as { name?: unknown; sha1?: unknown; source?: unknown };
       if (typeof script?.name === "string" && typeof script.sha1 === "string" && typeof script.source === "string") {

@@ -56,7 +56,7 @@ interface Patch {
 export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Patch[]>> = {
   "defect-extension": [
     {
-      file: "lock.ts",
+      file: "core/lock.ts",
       apply: (text) => {
         // An extension may only move the deadline later...
         const later = replaceOnce(
@@ -77,7 +77,7 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
   ],
   "broken-release": [
     {
-      file: "scripts/release.ts",
+      file: "core/scripts/release.ts",
       apply: (text) => {
         const patched = replaceOnce(
           text,
@@ -94,7 +94,7 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
   ],
   "shared-token": [
     {
-      file: "operations/release.ts",
+      file: "core/operations/release.ts",
       apply: (text) => {
         // The other nodes: the hand-over script compares the releasing holder's token and "sets"
         // the next holder's, which is now that same token.
@@ -128,7 +128,7 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
   ],
   "display-id": [
     {
-      file: "hot-resources.ts",
+      file: "isolate/hot-resources.ts",
       apply: (text) =>
         replaceOneOf(
           text,
@@ -145,7 +145,7 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
   ],
   "newline-hot-key": [
     {
-      file: "gate.ts",
+      file: "waiting/gate.ts",
       apply: (text) =>
         replaceOneOf(
           text,
@@ -162,7 +162,7 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
     {
       // A release takes up only an offer for exactly its keys: a second layer, which must go too
       // for the collision to reach a grant (before that check existed, there is nothing to remove).
-      file: "hot-resources.ts",
+      file: "isolate/hot-resources.ts",
       apply: (text) =>
         replaceOneOf(
           text,

@@ -4,7 +4,7 @@
  * @module
  */
 import { Redis } from "ioredis";
-import { extendScript } from "../../src/scripts/extend.js";
+import { extendScript } from "../../src/core/scripts/extend.js";
 import type { NodeCluster } from "../nodes/index.js";
 import type { ClientProcess } from "./clients.js";
 import { harnessNow } from "./clock.js";

@@ -4,7 +4,7 @@
  * fixed driver. Collects one history, checks it, and tears everything down by PID.
  * @module
  */
-import { gateIndex } from "../../src/gate.js";
+import { gateIndex } from "../../src/waiting/gate.js";
 import { type NodeCluster, startNodes } from "../nodes/index.js";
 import type { ClientBuild } from "./build.js";
 import { type AnomalyCounts, anomalyCounts, type CheckResults, checkHistory } from "./checkers/index.js";

@@ -9,12 +9,12 @@
 import { createHash, randomUUID } from "node:crypto";
 import { connect, type Socket } from "node:net";
 import { Redis } from "ioredis";
-import { extendScript } from "../../src/scripts/extend.js";
-import { gateScript } from "../../src/scripts/gate.js";
-import { gateReleaseScript } from "../../src/scripts/gate-release.js";
-import { handOverScript } from "../../src/scripts/hand-over.js";
-import { releaseScript } from "../../src/scripts/release.js";
-import { within } from "../../src/signals.js";
+import { within } from "../../src/base/signals.js";
+import { extendScript } from "../../src/core/scripts/extend.js";
+import { releaseScript } from "../../src/core/scripts/release.js";
+import { gateScript } from "../../src/waiting/scripts/gate.js";
+import { gateReleaseScript } from "../../src/waiting/scripts/gate-release.js";
+import { handOverScript } from "../../src/waiting/scripts/hand-over.js";
 import { harnessNow } from "./clock.js";
 import { type HistoryEvent, type MonitorEvent, tokenId } from "./history.js";
 

@@ -10,7 +10,7 @@
  * the lock's TTL; its requests' deadline is a tenth of it.
  */
 import { type RedisNode, Redlock, restNode } from "../../../src/index.js";
-import { gateReleaseScript } from "../../../src/scripts/gate-release.js";
+import { gateReleaseScript } from "../../../src/waiting/scripts/gate-release.js";
 
 interface Env {
   NODES: string;

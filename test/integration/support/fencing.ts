@@ -1,7 +1,7 @@
 /** Helpers shared by the fencing integration tests. */
-import { fanOut } from "../../../src/fanout.js";
-import { releaseOnNode } from "../../../src/node-operations.js";
-import type { RedisNode } from "../../../src/transport.js";
+import { fanOut } from "../../../src/core/fanout.js";
+import { releaseOnNode } from "../../../src/core/node-operations.js";
+import type { RedisNode } from "../../../src/transport/rest.js";
 
 /** Release `token` on every node (compare-and-delete), each with its own deadline. */
 export async function releaseEverywhere(

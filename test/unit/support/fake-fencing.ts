@@ -1,6 +1,6 @@
 /**
  * The fencing scripts' semantics in TypeScript, for the in-memory FakeNode: a line-by-line mirror
- * of the Lua in src/scripts/fence-*.ts and src/fencing/guard.ts. The differential test
+ * of the Lua in src/fencing/scripts/ and src/fencing/guard.ts. The differential test
  * (test/integration/fencing-differential.test.ts) checks that both answer alike on real
  * redis-server, so unit tests built on it say something about the real scripts.
  */

@@ -1,9 +1,9 @@
 /**
- * The gate scripts (src/scripts/gate.ts, gate-release.ts) in TypeScript, for the in-memory fake
+ * The gate scripts (src/waiting/scripts/gate.ts, gate-release.ts) in TypeScript, for the in-memory fake
  * nodes of the unit tests. An integration test checks that they answer like the Lua on a real
  * redis-server.
  */
-import type { RedisReply } from "../../../src/transport.js";
+import type { RedisReply } from "../../../src/transport/rest.js";
 
 /** What a fake node exposes to the gate: string keys with expiry, and now(). */
 export interface GateStore {

@@ -9,24 +9,24 @@
  * message separately (`latency`): a request applied after its delay even when the client has
  * given up, its reply delivered after a second delay.
  */
-import { ConfigurationError, NodeError } from "../../../src/errors.js";
+import { ConfigurationError, NodeError } from "../../../src/base/errors.js";
+import { acquireAllScript } from "../../../src/core/scripts/acquire-all.js";
+import { clusterScript } from "../../../src/core/scripts/cluster.js";
+import { extendScript } from "../../../src/core/scripts/extend.js";
+import { inspectScript } from "../../../src/core/scripts/inspect.js";
+import { releaseScript } from "../../../src/core/scripts/release.js";
+import { verifyScript } from "../../../src/core/scripts/verify.js";
 import { fencedWriteScript } from "../../../src/fencing/guard.js";
-import { acquireAllScript } from "../../../src/scripts/acquire-all.js";
-import { clusterScript } from "../../../src/scripts/cluster.js";
-import { extendScript } from "../../../src/scripts/extend.js";
-import { fenceAcquireScript } from "../../../src/scripts/fence-acquire.js";
-import { fenceInitScript } from "../../../src/scripts/fence-init.js";
-import { fenceQuarantineScript } from "../../../src/scripts/fence-quarantine.js";
-import { fenceRatchetScript } from "../../../src/scripts/fence-ratchet.js";
-import { fenceReadScript } from "../../../src/scripts/fence-read.js";
-import { fenceRepairScript } from "../../../src/scripts/fence-repair.js";
-import { gateScript } from "../../../src/scripts/gate.js";
-import { gateReleaseScript } from "../../../src/scripts/gate-release.js";
-import { handOverScript } from "../../../src/scripts/hand-over.js";
-import { inspectScript } from "../../../src/scripts/inspect.js";
-import { releaseScript } from "../../../src/scripts/release.js";
-import { verifyScript } from "../../../src/scripts/verify.js";
-import type { RedisArgument, RedisNode, RedisReply } from "../../../src/transport.js";
+import { fenceAcquireScript } from "../../../src/fencing/scripts/fence-acquire.js";
+import { fenceInitScript } from "../../../src/fencing/scripts/fence-init.js";
+import { fenceQuarantineScript } from "../../../src/fencing/scripts/fence-quarantine.js";
+import { fenceRatchetScript } from "../../../src/fencing/scripts/fence-ratchet.js";
+import { fenceReadScript } from "../../../src/fencing/scripts/fence-read.js";
+import { fenceRepairScript } from "../../../src/fencing/scripts/fence-repair.js";
+import type { RedisArgument, RedisNode, RedisReply } from "../../../src/transport/rest.js";
+import { gateScript } from "../../../src/waiting/scripts/gate.js";
+import { gateReleaseScript } from "../../../src/waiting/scripts/gate-release.js";
+import { handOverScript } from "../../../src/waiting/scripts/hand-over.js";
 import { type FakeStore, runFenceScript } from "./fake-fencing.js";
 import { type GateStore, runGate, runGateRelease } from "./fake-gate.js";
 

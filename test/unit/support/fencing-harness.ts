@@ -7,12 +7,12 @@
  * The history records, per grant, a logical timestamp taken just before the attempt started and
  * one when it returned; the checkers compare them (real-time order), never wall-clock readings.
  */
-import { fanOut } from "../../../src/fanout.js";
+import { fanOut } from "../../../src/core/fanout.js";
+import { releaseOnNode } from "../../../src/core/node-operations.js";
+import { validityMs } from "../../../src/core/quorum.js";
+import { randomToken } from "../../../src/core/token.js";
 import { fencedAttempt } from "../../../src/fencing/attempt.js";
 import { fencingKeys } from "../../../src/fencing/keys.js";
-import { releaseOnNode } from "../../../src/node-operations.js";
-import { validityMs } from "../../../src/quorum.js";
-import { randomToken } from "../../../src/token.js";
 import { FakeNode, type FakeNodeSnapshot, fakeClock } from "./fake-node.js";
 import { advanceUntil, timerByTimer } from "./fake-time.js";
 import { seededRandom } from "./random.js";

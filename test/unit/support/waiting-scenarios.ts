@@ -3,11 +3,11 @@
  * nodes, some with per-node jitter (clients reach the nodes in different orders), on fake time.
  */
 import { expect, vi } from "vitest";
-import { gateIndex } from "../../../src/gate.js";
+import { extendScript } from "../../../src/core/scripts/extend.js";
 import { type Lock, NodeError, type RedisNode, Redlock, type RedlockOptions } from "../../../src/index.js";
-import { extendScript } from "../../../src/scripts/extend.js";
-import { gateScript } from "../../../src/scripts/gate.js";
-import { handOverScript } from "../../../src/scripts/hand-over.js";
+import { gateIndex } from "../../../src/waiting/gate.js";
+import { gateScript } from "../../../src/waiting/scripts/gate.js";
+import { handOverScript } from "../../../src/waiting/scripts/hand-over.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./fake-node.js";
 import { resolvesOnFakeTime, run } from "./fake-time.js";
 

@@ -3,11 +3,11 @@
  * fail: what it costs in requests, and when a waiter gives up.
  */
 import { describe, expect, it, vi } from "vitest";
-import { gateIndex, pollGate } from "../../../src/gate.js";
 import { AbortedError, type Lock, LockHeldError, type RedisNode, Redlock } from "../../../src/index.js";
-import { gateScript } from "../../../src/scripts/gate.js";
-import { gateReleaseScript } from "../../../src/scripts/gate-release.js";
-import type { RedisReply } from "../../../src/transport.js";
+import type { RedisReply } from "../../../src/transport/rest.js";
+import { gateIndex, pollGate } from "../../../src/waiting/gate.js";
+import { gateScript } from "../../../src/waiting/scripts/gate.js";
+import { gateReleaseScript } from "../../../src/waiting/scripts/gate-release.js";
 import { fakeClock, fakeNodes } from "../support/fake-node.js";
 import { resolvesOnFakeTime, run, useFakeTime } from "../support/fake-time.js";
 import {

@@ -1,8 +1,8 @@
 /** A release handing the lock over to the first in line of its isolate, on fake time (see src/handoff.ts). */
 import { describe, expect, it, vi } from "vitest";
-import { gateIndex } from "../../../src/gate.js";
 import { AbortedError, type Lock, Redlock } from "../../../src/index.js";
-import { gateScript } from "../../../src/scripts/gate.js";
+import { gateIndex } from "../../../src/waiting/gate.js";
+import { gateScript } from "../../../src/waiting/scripts/gate.js";
 import { type FakeNode, fakeClock } from "../support/fake-node.js";
 import { resolvesOnFakeTime, useFakeTime } from "../support/fake-time.js";
 import {

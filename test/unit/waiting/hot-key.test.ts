@@ -4,8 +4,8 @@
  * one node rather than fan out on every poll; and resource sets that share keys.
  */
 import { describe, expect, it, vi } from "vitest";
-import { gateIndex } from "../../../src/gate.js";
 import { LockHeldError, Redlock } from "../../../src/index.js";
+import { gateIndex } from "../../../src/waiting/gate.js";
 import { fakeClock, fakeNodes } from "../support/fake-node.js";
 import { resolvesOnFakeTime, run, useFakeTime } from "../support/fake-time.js";
 import { seededRandom } from "../support/random.js";

@@ -1,8 +1,8 @@
 /** Many callers of one isolate wanting one key at once, on fake time: they queue up, and join the line a few at a time. */
 import { describe, expect, it, vi } from "vitest";
-import { gateIndex } from "../../../src/gate.js";
 import { Redlock } from "../../../src/index.js";
-import { gateScript } from "../../../src/scripts/gate.js";
+import { gateIndex } from "../../../src/waiting/gate.js";
+import { gateScript } from "../../../src/waiting/scripts/gate.js";
 import { type FakeNode, fakeClock, fakeNodes } from "../support/fake-node.js";
 import { advanceUntil, inSteps, resolvesOnFakeTime, useFakeTime } from "../support/fake-time.js";
 import { handedOn } from "../support/waiting-scenarios.js";

@@ -1,7 +1,7 @@
 /** The waiter's transitions, as a table: every phase's possible ends, and the phase each leads to. */
 import { describe, expect, it } from "vitest";
-import type { Lock } from "../../../src/lock.js";
-import type { AttemptReport } from "../../../src/report.js";
+import type { AttemptReport } from "../../../src/base/report.js";
+import type { Lock } from "../../../src/core/lock.js";
 import { type PhaseEnd, type Step, transition } from "../../../src/waiting/phases.js";
 
 const lock = { token: "granted" } as unknown as Lock;

@@ -5,9 +5,9 @@
  * waiting works"): sets that share keys cannot share a line, and wait with backoff once they meet.
  */
 import { Redlock as SesameRedlock } from "@sesamecare-oss/redlock";
-import { fullJitterDelay } from "../../../src/backoff.js";
+import { fullJitterDelay } from "../../../src/core/backoff.js";
+import { DEFAULT_OPTIONS } from "../../../src/core/options.js";
 import { Redlock, type RedlockOptions } from "../../../src/index.js";
-import { DEFAULT_OPTIONS } from "../../../src/options.js";
 import { type BenchContext, emptyPart, type PartResult } from "../context.js";
 import type { HostNode } from "../node-host-protocol.js";
 import { fmt, sleep } from "../stats.js";

@@ -1,0 +1,29 @@
+/**
+ * Lock keys, and the reserved namespace of the keys the library writes for itself.
+ *
+ * A lock key is `keyPrefix + resource`. Every other key the library writes (a gate's line, the
+ * cluster's fingerprint, fencing) starts with {@link RESERVED_KEY_PART}, either right at the start
+ * of the key or right after the `keyPrefix`. No lock key may start with it in either place, so no
+ * resource name reaches a key of the library's own.
+ * @module
+ */
+import { InvalidArgumentError } from "../base/errors.js";
+
+/** The reserved part of every key the library writes for itself. */
+export const RESERVED_KEY_PART = "__edge-redlock__:";
+
+/**
+ * The lock keys of (validated, sorted) `resources`. Throws an {@link InvalidArgumentError} for a
+ * resource whose name, or whose key, starts with {@link RESERVED_KEY_PART}.
+ */
+export function lockKeys(resources: readonly string[], keyPrefix: string): string[] {
+  return resources.map((resource) => {
+    const key = keyPrefix + resource;
+    if (resource.startsWith(RESERVED_KEY_PART) || key.startsWith(RESERVED_KEY_PART)) {
+      throw new InvalidArgumentError(
+        `resource names whose name or key starts with ${JSON.stringify(RESERVED_KEY_PART)} are reserved for the library's own keys`,
+      );
+    }
+    return key;
+  });
+}

@@ -1,0 +1,181 @@
+import {
+  AbortedError,
+  LockHeldError,
+  QuorumUnavailableError,
+  type RedlockError,
+  ValidityExhaustedError,
+} from "../../base/errors.js";
+import type { AttemptReport, NodeOutcomeKind } from "../../base/report.js";
+import { sleep } from "../../base/signals.js";
+import type { Engine } from "../engine.js";
+import type { FanOut, TaskContext } from "../fanout.js";
+import { Lock, type LockOperations } from "../lock.js";
+import { acquireOnNode } from "../node-operations.js";
+import type { AcquireRequest } from "../options.js";
+import { refusalReason } from "../quorum.js";
+import { randomToken } from "../token.js";
+import { cleanUpAcquisition } from "./cleanup.js";
+import { summary } from "./summary.js";
+
+/** The outcome of one attempt: a lock, or the report of why not. */
+export type AttemptResult =
+  | {
+      lock: Lock;
+      report: AttemptReport;
+      /** The attempt's fan-out: answers still in flight when the vote was decided arrive through it. */
+      fan?: FanOut;
+    }
+  | {
+      lock?: undefined;
+      report: AttemptReport;
+      token: string;
+      /** The attempt's fan-out: answers still in flight when the vote was decided arrive through it. */
+      fan?: FanOut;
+    };
+
+/**
+ * How the gate node takes part in an attempt made while waiting: a task of its own (a take-mode
+ * poll instead of `SET NX`, or nothing at all when an earlier poll already took it), the token
+ * that poll used, and the clock reading validity counts from.
+ */
+export interface GateRole {
+  readonly index: number;
+  readonly token: string;
+  readonly task: (context: TaskContext) => Promise<NodeOutcomeKind>;
+  /** Set when the gate was taken before this attempt: validity counts from that poll's send. */
+  readonly startedAt?: number | undefined;
+  /** Set when the gate was taken before this attempt: when that poll's answer arrived. */
+  readonly takenAt?: number | undefined;
+  /**
+   * When the gate said yes but the others hold another token, keep our key on the gate for this
+   * long instead of releasing it (see `cleanUpAcquisition`). Asked once the answers are in.
+   */
+  readonly placeholderMs: () => number;
+  /**
+   * Whether the gate is ours (it answered yes), or a promise of that when the gate's answer is
+   * still on its way. While it is, a node that answers "held" is asked
+   * again every `retryHeldEveryMs`, for up to `retryHeldMs`: the previous holder's release reaches
+   * the nodes one by one, and the gate saw it first. Each new `SET NX` follows a definite "held"
+   * (nothing was written), so this is not a transport retry; validity still counts from the
+   * attempt's first send.
+   */
+  readonly gateTaken: () => boolean | Promise<boolean>;
+  readonly retryHeldMs: number;
+  readonly retryHeldEveryMs: number;
+  /**
+   * How the other nodes take part, when not by `SET NX` (asked again as `gateTaken` says): a
+   * lock handed over by a release reads what the release's requests did (see `handoff.ts`).
+   */
+  readonly others?: ((index: number, context: TaskContext) => Promise<NodeOutcomeKind>) | undefined;
+}
+
+/** Make one attempt on every node. Never throws for node failures: the report says what happened. */
+export async function attemptAcquire(
+  engine: Engine,
+  request: AcquireRequest,
+  attempt: number,
+  signal: AbortSignal | undefined,
+  operations: LockOperations,
+  gate?: GateRole,
+  polls?: number,
+): Promise<AttemptResult> {
+  const { resources, keys, ttlMs, options } = request;
+  // A fresh token per attempt: cleanup of a failed attempt can then never delete the keys of a
+  // later, successful one.
+  const token = gate?.token ?? randomToken();
+  const vote = await engine.vote(options, "acquire", resources, attempt, ttlMs, {
+    yes: "acquired",
+    signal,
+    startedAt: gate?.startedAt,
+    polls,
+    timeoutMs: gate ? options.requestTimeoutMs + gate.retryHeldMs : undefined,
+    task: (i, context) => {
+      if (gate === undefined) return acquireOnNode(engine.node(i), keys, token, ttlMs, context);
+      if (i === gate.index) return gate.task(context);
+      if (gate.others) return gate.others(i, context);
+      return acquireBehindGate(engine, request, i, token, gate, context);
+    },
+  });
+  const { report, fan } = vote;
+  if (report.ok) {
+    const lock = new Lock({
+      resources,
+      keys,
+      token,
+      ttlMs,
+      startedAt: vote.startedAt,
+      deadline: vote.deadline,
+      options,
+      report,
+      operations,
+      acquireFan: fan,
+      gateLeadMs: gate?.takenAt === undefined ? 0 : Math.max(0, Math.round(vote.decidedAt - gate.takenAt)),
+    });
+    return { lock, report, fan };
+  }
+  const gateOutOfStep =
+    gate !== undefined &&
+    refusalReason(
+      report.nodes.map((n) => n.outcome),
+      options.quorum,
+    ) === "held";
+  cleanUpAcquisition(
+    engine,
+    request,
+    token,
+    fan,
+    undefined,
+    gateOutOfStep ? { index: gate.index, holdMs: gate.placeholderMs() } : undefined,
+  );
+  return { report, token, fan };
+}
+
+/** `SET NX` on a node, asked again while it says "held" and the gate is ours (see {@link GateRole}). */
+async function acquireBehindGate(
+  engine: Engine,
+  request: AcquireRequest,
+  index: number,
+  token: string,
+  gate: GateRole,
+  context: TaskContext,
+): Promise<NodeOutcomeKind> {
+  const { keys, ttlMs, options } = request;
+  const until = options.clock.now() + gate.retryHeldMs;
+  for (;;) {
+    const outcome = await acquireOnNode(engine.node(index), keys, token, ttlMs, context);
+    if (outcome !== "held" || !(await gate.gateTaken()) || options.clock.now() + gate.retryHeldEveryMs > until)
+      return outcome;
+    await sleep(gate.retryHeldEveryMs, context.signal);
+  }
+}
+
+export function abortedError(resources: readonly string[], reports: AttemptReport[], reason: unknown): AbortedError {
+  return new AbortedError(`acquiring ${resources.join(", ")} was aborted`, reports, reason);
+}
+
+/** The error that says why the last attempt failed: validity, contention or node failures. */
+export function failureError(resources: readonly string[], reports: AttemptReport[], quorum: number): RedlockError {
+  const last = reports.at(-1) as AttemptReport;
+  const what = resources.join(", ");
+  const tries = `${reports.length} attempt${reports.length === 1 ? "" : "s"}`;
+  if (last.votes >= quorum) {
+    return new ValidityExhaustedError(
+      `acquired ${what} on a quorum but only ${Math.round(last.validityMs ?? 0)} ms of validity was left (${tries})`,
+      reports,
+    );
+  }
+  if (
+    refusalReason(
+      last.nodes.map((n) => n.outcome),
+      quorum,
+    ) === "held"
+  ) {
+    const heldOn = last.nodes.filter((n) => n.outcome === "held").map((n) => n.node);
+    return new LockHeldError(
+      `${what} is held elsewhere on ${heldOn.length} nodes (${heldOn.join(", ")}) after ${tries}`,
+      reports,
+    );
+  }
+  const cause = last.nodes.find((n) => n.error)?.error;
+  return new QuorumUnavailableError(`no quorum for ${what} after ${tries}: ${summary(last)}`, reports, cause);
+}

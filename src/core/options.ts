@@ -1,0 +1,444 @@
+/**
+ * Options: one object with frozen defaults, overridable per call, validated before anything is sent.
+ * @module
+ */
+import type { Clock } from "../base/clock.js";
+import { monotonicClock } from "../base/clock.js";
+import type { RedlockError } from "../base/errors.js";
+import { InvalidArgumentError } from "../base/errors.js";
+import type { AttemptReport, NodeOutcome, Operation } from "../base/report.js";
+import { RESERVED_KEY_PART } from "./keys.js";
+
+/** What a custom retry policy is told about the attempt that just failed. */
+export interface RetryContext {
+  /** 1-based number of the attempt that failed. */
+  readonly attempt: number;
+  /** That attempt's report. */
+  readonly report: AttemptReport;
+}
+
+/** Lifecycle hooks. They run synchronously; an exception thrown by a hook is swallowed. */
+export interface RedlockHooks {
+  /** After every acquire, extend or release attempt has been decided. */
+  onAttempt?: (report: AttemptReport) => void;
+  /** For every node answer that is an error or a timeout, including late ones. */
+  onNodeError?: (event: { operation: Operation; resources: readonly string[]; outcome: NodeOutcome }) => void;
+  /** Once per lock, when its signal aborts because the lock can no longer be trusted. */
+  onLockLost?: (event: { resources: readonly string[]; error: RedlockError }) => void;
+  /** When `using()` could not release on a quorum after the routine finished (the lock then expires by its TTL). */
+  onReleaseError?: (event: { resources: readonly string[]; error: RedlockError }) => void;
+}
+
+/** Options of a {@link Redlock} client. Every one can be overridden per call. */
+export interface RedlockOptions extends RedlockHooks {
+  /**
+   * Nodes that must agree. Raise it to tolerate nodes that forget keys (restarts without
+   * persistence): `floor((N + f) / 2) + 1` tolerates `f` of them. Never below a majority.
+   * @default floor(N / 2) + 1
+   */
+  quorum?: number;
+  /**
+   * Clock drift allowance as a fraction of the TTL; validity is `ttl - elapsed - (floor(ttl * driftFactor) + 2)`.
+   * @default 0.01
+   */
+  driftFactor?: number;
+  /**
+   * Deadline of every single request to a node, in milliseconds. A dead or slow node costs at
+   * most this long. Keep it small against the TTL.
+   * @default min(1000, max(50, floor(ttl / 10)))
+   */
+  requestTimeoutMs?: number;
+  /**
+   * Least validity a lock must have left to count as held, in milliseconds. Acquire and extend
+   * fail below it, and `lock.signal` aborts when the remaining validity falls under it.
+   * @default floor(ttl / 10)
+   */
+  minValidityMs?: number;
+  /**
+   * Attempts `acquire()` makes before giving up (`tryAcquire()` always makes one). An attempt is
+   * one fan-out to every node; polls of a held lock while waiting are not attempts.
+   * @default 10, or `Infinity` when `acquireTimeoutMs` is given (then time bounds the attempts)
+   */
+  maxAttempts?: number;
+  /**
+   * Overall deadline for `acquire()`, in milliseconds: no new attempt starts after it. When it is
+   * given and `maxAttempts` is not, it alone bounds the attempts.
+   * @default undefined (bounded by `maxAttempts` only)
+   */
+  acquireTimeoutMs?: number | undefined;
+  /**
+   * First retry delay cap for the default full-jitter backoff: the delay after attempt `n` is
+   * uniform in `[0, min(retryMaxDelayMs, retryBaseDelayMs * 2^(n-1))]`.
+   * @default 100
+   */
+  retryBaseDelayMs?: number;
+  /**
+   * Largest delay between attempts of the default backoff, in milliseconds.
+   * @default 2000
+   */
+  retryMaxDelayMs?: number;
+  /**
+   * A custom retry policy: the delay in ms before the next attempt, or `null` to stop.
+   * Replaces the default backoff.
+   * @default undefined (full-jitter capped exponential backoff)
+   */
+  retryDelay?: ((context: RetryContext) => number | null) | undefined;
+  /**
+   * How many times one lock may be extended (liveness: a stuck holder cannot keep it forever).
+   * @default 100
+   */
+  maxExtensions?: number;
+  /**
+   * Longest a lock may be held in total through extensions, in milliseconds.
+   * @default undefined (no limit besides `maxExtensions`)
+   */
+  maxHoldMs?: number | undefined;
+  /**
+   * `using()` extends the lock when the remaining validity falls to this fraction of the TTL.
+   * @default 0.5
+   */
+  autoExtendThreshold?: number;
+  /**
+   * Prefix of every Redis key: the key of resource `r` is `keyPrefix + r`.
+   * @default ""
+   */
+  keyPrefix?: string;
+  /**
+   * Monotonic time source.
+   * @default performance.now()
+   */
+  clock?: Clock;
+  /**
+   * Give every lock a fencing token (`lock.fence`): unique per grant and increasing in real-time
+   * order across grants of the same resources, for a protected store to reject stale writers.
+   * Costs a second round trip per acquisition (see the README). Needs a one-time
+   * `redlock.initializeFencing()` per deployment; nodes found without their marker are
+   * quarantined for `quarantineMs` and repaired from a quorum.
+   * @default false
+   */
+  fencing?: boolean;
+  /**
+   * How many nodes may silently lose recent writes (a failover under asynchronous replication, a
+   * restore from an older snapshot) without breaking mutual exclusion or fencing: the quorum
+   * becomes `floor((N + f) / 2) + 1` (with an explicit `quorum`, the larger of the two).
+   * @default 0
+   */
+  faultTolerance?: number;
+  /**
+   * With `fencing`: how long a node found without its marker (restarted empty) refuses to grant,
+   * in milliseconds. Must cover the longest TTL in use plus its drift allowance; fenced locks and
+   * extensions with a longer TTL are refused.
+   * @default 60000
+   */
+  quarantineMs?: number;
+}
+
+/**
+ * The longest delay or timeout accepted, in milliseconds: 2^31 - 1, the largest value timers
+ * honour everywhere (a larger one fires after 1 ms instead: a hot loop).
+ */
+export const MAX_DELAY_MS = 2_147_483_647;
+
+/** The longest TTL accepted, in milliseconds (24 hours). A longer lease is almost surely a unit mistake; hold longer with extensions. */
+export const MAX_TTL_MS = 86_400_000;
+/** The most resources one lock may cover. */
+export const MAX_RESOURCES = 64;
+/** The longest resource name accepted, in UTF-16 code units. */
+export const MAX_RESOURCE_LENGTH = 1024;
+
+/** The defaults, frozen. Options derived from the TTL are absent here and computed per call. */
+export const DEFAULT_OPTIONS = Object.freeze({
+  driftFactor: 0.01,
+  maxAttempts: 10,
+  acquireTimeoutMs: undefined,
+  retryBaseDelayMs: 100,
+  retryMaxDelayMs: 2000,
+  retryDelay: undefined,
+  maxExtensions: 100,
+  maxHoldMs: undefined,
+  autoExtendThreshold: 0.5,
+  keyPrefix: "",
+  clock: monotonicClock,
+  fencing: false,
+  faultTolerance: 0,
+  quarantineMs: 60_000,
+} as const);
+
+/** Every option name a {@link RedlockOptions} object may carry. Anything else is refused as a likely typo. */
+export const OPTION_NAMES: readonly string[] = Object.freeze([
+  "quorum",
+  "driftFactor",
+  "requestTimeoutMs",
+  "minValidityMs",
+  "maxAttempts",
+  "acquireTimeoutMs",
+  "retryBaseDelayMs",
+  "retryMaxDelayMs",
+  "retryDelay",
+  "maxExtensions",
+  "maxHoldMs",
+  "autoExtendThreshold",
+  "keyPrefix",
+  "clock",
+  "fencing",
+  "faultTolerance",
+  "quarantineMs",
+  "onAttempt",
+  "onNodeError",
+  "onLockLost",
+  "onReleaseError",
+]);
+
+/**
+ * Refuse option names this version does not know (a typo such as `retryDelayMs`, or an option of
+ * a later version), naming the closest valid one. Silently ignoring them would leave the caller
+ * believing a setting is in force.
+ * @param allowed names accepted besides {@link OPTION_NAMES} (e.g. `nodes`, `signal`).
+ */
+export function checkOptionNames(
+  options: object,
+  where: string,
+  allowed: readonly string[],
+  makeError: (message: string) => Error,
+): void {
+  const valid = [...OPTION_NAMES, ...allowed];
+  for (const name of Object.keys(options)) {
+    if (valid.includes(name)) continue;
+    const closest = closestName(name, valid);
+    throw makeError(
+      `unknown option ${JSON.stringify(name)} in ${where}${closest ? `; did you mean ${JSON.stringify(closest)}?` : ""}`,
+    );
+  }
+}
+
+/** The valid name nearest to `name` by edit distance, when it is plausibly a typo of it. */
+function closestName(name: string, valid: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of valid) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  // A shared stem (retryDelayMs / retryDelay) or a few edits away.
+  const lower = name.toLowerCase();
+  const prefixMatch = valid.find((c) => lower.startsWith(c.toLowerCase()) || c.toLowerCase().startsWith(lower));
+  if (prefixMatch !== undefined && bestDistance > 2) return prefixMatch;
+  return bestDistance <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const substitution = (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, substitution);
+    }
+    previous = current;
+  }
+  return previous[b.length] as number;
+}
+
+/** Options with every value resolved for one call with a given TTL. */
+export interface ResolvedOptions extends RedlockHooks {
+  quorum: number;
+  driftFactor: number;
+  requestTimeoutMs: number;
+  minValidityMs: number;
+  maxAttempts: number;
+  acquireTimeoutMs: number | undefined;
+  retryBaseDelayMs: number;
+  retryMaxDelayMs: number;
+  retryDelay: ((context: RetryContext) => number | null) | undefined;
+  maxExtensions: number;
+  maxHoldMs: number | undefined;
+  autoExtendThreshold: number;
+  keyPrefix: string;
+  clock: Clock;
+  fencing: boolean;
+  faultTolerance: number;
+  quarantineMs: number;
+}
+
+/**
+ * Merge base options and per-call overrides and validate them for a TTL.
+ * @throws {InvalidArgumentError} for an out-of-range value.
+ */
+export function resolveOptions(
+  base: RedlockOptions,
+  overrides: RedlockOptions | undefined,
+  ttlMs: number,
+  nodeCount: number,
+  makeError: (message: string) => Error = (message) => new InvalidArgumentError(message),
+): ResolvedOptions {
+  const given = { ...stripUndefined(base), ...stripUndefined(overrides ?? {}) };
+  const merged = { ...DEFAULT_OPTIONS, ...given };
+  const o: ResolvedOptions = {
+    ...merged,
+    // A time budget bounds the attempts by itself unless a count was asked for as well.
+    maxAttempts: given.maxAttempts ?? (merged.acquireTimeoutMs === undefined ? DEFAULT_OPTIONS.maxAttempts : Infinity),
+    // Tolerating f nodes that silently forget needs any two quorums to share f + 1 nodes.
+    quorum: Math.min(
+      nodeCount,
+      Math.max(merged.quorum ?? 0, Math.floor((nodeCount + (merged.faultTolerance ?? 0)) / 2) + 1),
+    ),
+    requestTimeoutMs: merged.requestTimeoutMs ?? Math.min(1000, Math.max(50, Math.floor(ttlMs / 10))),
+    minValidityMs: merged.minValidityMs ?? Math.floor(ttlMs / 10),
+  };
+  const check = (ok: boolean, message: string) => {
+    if (!ok) throw makeError(message);
+  };
+  const majority = Math.floor(nodeCount / 2) + 1;
+  check(
+    Number.isInteger(o.faultTolerance) && o.faultTolerance >= 0 && o.faultTolerance < nodeCount,
+    `faultTolerance must be an integer from 0 to ${nodeCount - 1}, got ${o.faultTolerance}`,
+  );
+  check(
+    merged.quorum === undefined ||
+      (Number.isInteger(merged.quorum) && merged.quorum >= majority && merged.quorum <= nodeCount),
+    `quorum must be an integer from ${majority} (a majority of ${nodeCount} nodes) to ${nodeCount}, got ${merged.quorum}`,
+  );
+  check(typeof o.fencing === "boolean", `fencing must be true or false, got ${String(o.fencing)}`);
+  check(
+    isMillis(o.quarantineMs, 1),
+    `quarantineMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.quarantineMs}`,
+  );
+  check(isFiniteIn(o.driftFactor, 0, 0.5), `driftFactor must be a number in [0, 0.5), got ${o.driftFactor}`);
+  check(
+    isMillis(o.requestTimeoutMs, 1),
+    `requestTimeoutMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.requestTimeoutMs}`,
+  );
+  check(
+    isMillis(o.minValidityMs, 0),
+    `minValidityMs must be an integer from 0 to ${MAX_DELAY_MS}, got ${o.minValidityMs}`,
+  );
+  check(
+    isPositiveInteger(o.maxAttempts) || o.maxAttempts === Infinity,
+    `maxAttempts must be a positive integer or Infinity, got ${o.maxAttempts}`,
+  );
+  check(
+    o.acquireTimeoutMs === undefined || isMillis(o.acquireTimeoutMs, 1),
+    `acquireTimeoutMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.acquireTimeoutMs}`,
+  );
+  check(
+    isMillis(o.retryBaseDelayMs, 0),
+    `retryBaseDelayMs must be an integer from 0 to ${MAX_DELAY_MS}, got ${o.retryBaseDelayMs}`,
+  );
+  check(
+    isMillis(o.retryMaxDelayMs, o.retryBaseDelayMs),
+    `retryMaxDelayMs must be an integer from retryBaseDelayMs to ${MAX_DELAY_MS}, got ${o.retryMaxDelayMs}`,
+  );
+  check(o.retryDelay === undefined || typeof o.retryDelay === "function", "retryDelay must be a function");
+  check(
+    Number.isInteger(o.maxExtensions) && o.maxExtensions >= 0,
+    `maxExtensions must be a non-negative integer, got ${o.maxExtensions}`,
+  );
+  check(
+    o.maxHoldMs === undefined || isMillis(o.maxHoldMs, 1),
+    `maxHoldMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.maxHoldMs}`,
+  );
+  check(
+    isFiniteIn(o.autoExtendThreshold, 0, 1) && o.autoExtendThreshold > 0,
+    `autoExtendThreshold must be a number in (0, 1), got ${o.autoExtendThreshold}`,
+  );
+  check(typeof o.keyPrefix === "string", "keyPrefix must be a string");
+  check(typeof o.clock?.now === "function", "clock must have a now() method");
+  return o;
+}
+
+/**
+ * Validate a TTL against the resolved options: a positive integer, at most {@link MAX_TTL_MS},
+ * and long enough to leave `minValidityMs` after the drift allowance.
+ */
+export function validateTtl(ttlMs: unknown, options?: Pick<ResolvedOptions, "driftFactor" | "minValidityMs">): number {
+  if (typeof ttlMs !== "number" || !Number.isInteger(ttlMs) || ttlMs <= 0) {
+    throw new InvalidArgumentError(`ttlMs must be a positive integer number of milliseconds, got ${describe(ttlMs)}`);
+  }
+  if (ttlMs > MAX_TTL_MS) {
+    throw new InvalidArgumentError(
+      `ttlMs must be at most ${MAX_TTL_MS} (24 h), got ${ttlMs}; extend the lock to hold it longer`,
+    );
+  }
+  if (options) {
+    const usable = ttlMs - (Math.floor(ttlMs * options.driftFactor) + 2);
+    if (usable <= options.minValidityMs) {
+      throw new InvalidArgumentError(
+        `ttlMs ${ttlMs} leaves no validity after the drift allowance and minValidityMs ${options.minValidityMs}`,
+      );
+    }
+  }
+  return ttlMs;
+}
+
+/**
+ * Normalise one resource or a list of them: non-empty strings, at most {@link MAX_RESOURCE_LENGTH}
+ * long, no duplicates, at most {@link MAX_RESOURCES}. Returns them sorted, so that two
+ * multi-resource locks always take their keys in the same order.
+ */
+export function validateResources(resources: unknown): string[] {
+  const list = typeof resources === "string" ? [resources] : resources;
+  if (!Array.isArray(list) || list.length === 0) {
+    throw new InvalidArgumentError(
+      `resources must be a non-empty string or a non-empty array of strings, got ${describe(resources)}`,
+    );
+  }
+  if (list.length > MAX_RESOURCES) {
+    throw new InvalidArgumentError(`a lock covers at most ${MAX_RESOURCES} resources, got ${list.length}`);
+  }
+  for (const resource of list) {
+    if (typeof resource !== "string" || resource.length === 0) {
+      throw new InvalidArgumentError(`every resource must be a non-empty string, got ${describe(resource)}`);
+    }
+    if (resource.length > MAX_RESOURCE_LENGTH) {
+      throw new InvalidArgumentError(
+        `resource names are at most ${MAX_RESOURCE_LENGTH} characters, got ${resource.length}`,
+      );
+    }
+  }
+  const reserved = (list as string[]).find((r) => r.startsWith(RESERVED_KEY_PART));
+  if (reserved !== undefined) {
+    throw new InvalidArgumentError(
+      `resource names starting with ${JSON.stringify(RESERVED_KEY_PART)} are reserved for the library's own keys`,
+    );
+  }
+  const sorted = [...(list as string[])].sort();
+  const duplicate = sorted.find((r, i) => i > 0 && r === sorted[i - 1]);
+  if (duplicate !== undefined) throw new InvalidArgumentError(`resource listed twice: ${JSON.stringify(duplicate)}`);
+  return sorted;
+}
+
+function stripUndefined<T extends object>(object: T): Partial<T> {
+  return Object.fromEntries(Object.entries(object).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function isPositiveInteger(value: unknown): value is number {
+  return typeof value === "number" && Number.isInteger(value) && value > 0;
+}
+
+/** An integer number of milliseconds from `min` to {@link MAX_DELAY_MS}. */
+function isMillis(value: unknown, min: number): value is number {
+  return typeof value === "number" && Number.isInteger(value) && value >= min && value <= MAX_DELAY_MS;
+}
+
+function isFiniteIn(value: unknown, min: number, maxExclusive: number): boolean {
+  return typeof value === "number" && Number.isFinite(value) && value >= min && value < maxExclusive;
+}
+
+function describe(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  return String(value);
+}
+
+/** What is being acquired, resolved and validated once per `acquire()` call. */
+export interface AcquireRequest {
+  /** Sorted resource names. */
+  readonly resources: readonly string[];
+  /** Their keys, in the same order. */
+  readonly keys: readonly string[];
+  readonly ttlMs: number;
+  readonly options: ResolvedOptions;
+}

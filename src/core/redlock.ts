@@ -1,0 +1,352 @@
+/**
+ * The Redlock client: the public entry points. Each operation lives in its own module under
+ * `operations/`; this class validates input, resolves options and hands over.
+ * @module
+ */
+
+import { monotonicClock } from "../base/clock.js";
+import { ConfigurationError, InvalidArgumentError, LockHeldError } from "../base/errors.js";
+import type { AttemptReport } from "../base/report.js";
+import { type InitializeFencingResult, initializeFencing } from "../fencing/initialize.js";
+import { hotResourcesFor, nodeIdentity } from "../isolate/hot-resources.js";
+import { type RedisNode, type RestNodeConfig, restNode } from "../transport/rest.js";
+import { acquireWithWaiting } from "../waiting/index.js";
+import type { SettledResult } from "./background.js";
+import { Cluster } from "./cluster.js";
+import { Engine } from "./engine.js";
+import type { ClusterResetResult } from "./fingerprint.js";
+import { lockKeys } from "./keys.js";
+import type { Lock, LockOperations, ReleaseResult } from "./lock.js";
+import { extendKeys, extendLock } from "./operations/extend.js";
+import { type InspectResult, inspectResource } from "./operations/inspect.js";
+import { releaseKeys, releaseLock } from "./operations/release.js";
+import { verifyLock } from "./operations/verify.js";
+import type { AcquireRequest } from "./options.js";
+import {
+  checkOptionNames,
+  type RedlockOptions,
+  type ResolvedOptions,
+  resolveOptions,
+  validateResources,
+} from "./options.js";
+import { runUnderLock } from "./using.js";
+
+export type { InspectedNode, InspectResult } from "./operations/inspect.js";
+
+/** A node: a REST endpoint `{ url, token }`, or any {@link RedisNode} (e.g. from `edge-redlock/upstash`). */
+export type NodeConfig = RestNodeConfig | RedisNode;
+
+/** Configuration of a {@link Redlock} client. */
+export interface RedlockConfig extends RedlockOptions {
+  /** The independent Redis nodes. Use an odd number, 3 or more, on separate machines or providers. */
+  nodes: readonly NodeConfig[];
+  /**
+   * The name of this cluster in its fingerprint on the nodes (see docs/deployments.md), for
+   * clients that reach the same nodes by different URLs. Every client of one cluster must give the
+   * same name, and a changed node list needs a new name.
+   * @default derived from the node list (each node's URL without credentials, or a RedisNode's id)
+   */
+  clusterName?: string | undefined;
+}
+
+/** Per-call options of `acquire`, `tryAcquire` and `using`. */
+export interface AcquireOptions extends RedlockOptions {
+  /** Cancels the acquisition (and, in `using`, is passed on to the routine's signal). */
+  signal?: AbortSignal | undefined;
+}
+
+/** Per-call options of `using`. */
+export interface UsingOptions extends AcquireOptions {
+  /**
+   * Hand the final release to the platform instead of awaiting it, e.g. Workers'
+   * `ctx.waitUntil` or Vercel's `waitUntil`: the response is not held up by the release round
+   * trip, and the runtime keeps the request alive until it is done, slow nodes included (the
+   * promise handed over ends with {@link Redlock.settled}).
+   * @default undefined (the release is awaited before `using` resolves)
+   */
+  waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+}
+
+/**
+ * A Redlock client over N independent Redis nodes reached by `fetch`.
+ *
+ * @example
+ * ```ts
+ * const redlock = new Redlock({ nodes: [{ url, token }, { url: url2, token: token2 }, { url: url3, token: token3 }] });
+ * await redlock.using("invoice:42", 10_000, async (signal) => {
+ *   await chargeCustomer({ signal });
+ * });
+ * ```
+ * @see https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+ */
+export class Redlock {
+  /** The nodes, in configuration order. */
+  readonly nodes: readonly RedisNode[];
+  readonly #engine: Engine;
+  readonly #lockOperations: LockOperations;
+  readonly #cluster: Cluster;
+
+  /**
+   * @throws {ConfigurationError} for an empty node list, duplicate nodes, a bad URL or token, an
+   * unknown option name, or an invalid option.
+   */
+  constructor(config: RedlockConfig) {
+    if (typeof config !== "object" || config === null)
+      throw new ConfigurationError("new Redlock() needs a config object");
+    checkOptionNames(config, "the Redlock config", ["nodes", "clusterName"], (m) => new ConfigurationError(m));
+    const { nodes, clusterName, ...options } = config;
+    if (!Array.isArray(nodes) || nodes.length === 0) {
+      throw new ConfigurationError("nodes must be a non-empty array of { url, token } or RedisNode");
+    }
+    this.nodes = Object.freeze(nodes.map(toNode));
+    // One server listed twice would vote twice. A REST node is its URL, whatever token or id it
+    // was given; a RedisNode, its id.
+    const seen = new Set<string>();
+    nodes.forEach((config, i) => {
+      const node = this.nodes[i] as RedisNode;
+      const server = config === node ? node.id : new URL((config as RestNodeConfig).url).href;
+      const id = `${config === node ? "node" : "url"} ${server}`;
+      if (seen.has(id) || seen.has(`node ${node.id}`))
+        throw new ConfigurationError(`node listed twice: ${node.id}`, { node: node.id });
+      seen.add(id).add(`node ${node.id}`);
+    });
+    // Validate the options once now with a nominal TTL, so mistakes fail at construction.
+    resolveOptions(options, undefined, 10_000, this.nodes.length, (m) => new ConfigurationError(m));
+    const identities = this.nodes.map((node, i) => nodeIdentity(node, nodes[i]));
+    const hot = hotResourcesFor(options.clock ?? monotonicClock, identities);
+    this.#cluster = new Cluster(this.nodes, nodes, identities, clusterName);
+    const engine = new Engine(this.nodes, Object.freeze({ ...options }), hot);
+    this.#engine = engine;
+    this.#lockOperations = {
+      extend: (lock, ttlMs, overrides) => extendLock(engine, lock, ttlMs, callOptions(overrides, "lock.extend()")),
+      release: (lock) => releaseLock(engine, lock),
+      verify: (lock, overrides) => verifyLock(engine, lock, callOptions(overrides, "lock.verify()")),
+    };
+  }
+
+  /**
+   * Acquire a lock, retrying with backoff while it is held elsewhere or nodes fail.
+   * @param resources one resource name or several (locked all-or-nothing).
+   * @param ttlMs lease in milliseconds; the lock expires by itself after it unless extended.
+   * @param options per-call options; the lock keeps them for its whole life (extensions, release).
+   * @throws {LockHeldError} the lock stayed held elsewhere through every attempt.
+   * @throws {QuorumUnavailableError} too many nodes failed (errors, timeouts).
+   * @throws {ValidityExhaustedError} a quorum agreed but too little validity was left.
+   * @throws {AcquireTimeoutError} `acquireTimeoutMs` passed.
+   * @throws {AbortedError} `options.signal` aborted.
+   * @throws {ConfigurationError} a node rejected its token.
+   * @throws {InvalidArgumentError} bad resources, TTL or option (nothing was sent).
+   */
+  async acquire(resources: string | readonly string[], ttlMs: number, options?: AcquireOptions): Promise<Lock> {
+    const { request, signal } = this.#request(resources, ttlMs, options, "acquire()");
+    const attempts = request.options.maxAttempts;
+    return this.#cluster.acquire(request.options, signal, () =>
+      acquireWithWaiting(this.#engine, request, attempts, signal, this.#lockOperations),
+    );
+  }
+
+  /**
+   * Make a single attempt. Resolves `null` when the lock is held elsewhere; still throws for
+   * node failures, so an outage is never mistaken for contention.
+   */
+  async tryAcquire(
+    resources: string | readonly string[],
+    ttlMs: number,
+    options?: AcquireOptions,
+  ): Promise<Lock | null> {
+    const { request, signal } = this.#request(resources, ttlMs, options, "tryAcquire()");
+    try {
+      return await this.#cluster.acquire(request.options, signal, () =>
+        acquireWithWaiting(this.#engine, request, 1, signal, this.#lockOperations),
+      );
+    } catch (error) {
+      if (error instanceof LockHeldError) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * Run `routine` under a lock: acquire, extend automatically before expiry, release in `finally`.
+   * The routine gets a signal that aborts (reason {@link LockLostError}) *before* the lock can be
+   * lost, or when `options.signal` aborts. The routine's own error always wins over a release
+   * problem, which goes to the `onReleaseError` hook. Every option given here (`maxExtensions`,
+   * `maxHoldMs`, `quorum`, hooks, …) holds for the extensions and the release too.
+   */
+  async using<T>(
+    resources: string | readonly string[],
+    ttlMs: number,
+    routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
+    options?: UsingOptions,
+  ): Promise<T> {
+    const { request, signal, waitUntil } = this.#request(resources, ttlMs, options, "using()", ["waitUntil"]);
+    const attempts = request.options.maxAttempts;
+    const lock = await this.#cluster.acquire(request.options, signal, () =>
+      acquireWithWaiting(this.#engine, request, attempts, signal, this.#lockOperations),
+    );
+    // What waitUntil keeps alive is the release and the background work it leaves (the nodes
+    // slower than the quorum): on Workers the request's I/O is cancelled once its waitUntil work
+    // is done, and a slow gate would not get the release at all.
+    const keepAlive = waitUntil && ((releasing: Promise<unknown>) => waitUntil(releasing.then(() => this.settled())));
+    return runUnderLock(lock, routine, signal, keepAlive);
+  }
+
+  /**
+   * Read a resource's key on every node: its value (the holder's token) and PTTL, or the error.
+   * A diagnostic, not a lock check: the answer can be stale by the time it arrives.
+   */
+  async inspect(resource: string, options?: RedlockOptions): Promise<InspectResult> {
+    const [checked] = validateResources(resource);
+    return inspectResource(this.#engine, this.#resolve(options, 10_000, "inspect()"), checked as string);
+  }
+
+  /**
+   * Extend a lock known only by its resources and token, e.g. one acquired by another request or
+   * isolate. Compare-and-PEXPIRE on every node: it never revives an expired or foreign key. The
+   * validity is measured from this call's start.
+   * @returns the extension's report; `validityMs` is what is left of the new TTL.
+   * @throws {ExtendError} when no quorum extended it with enough validity.
+   */
+  async extend(
+    resources: string | readonly string[],
+    token: string,
+    ttlMs: number,
+    options?: RedlockOptions,
+  ): Promise<AttemptReport> {
+    const sorted = validateResources(resources);
+    validateToken(token);
+    const o = this.#engine.resolveWithTtl(callOptions(options, "extend()"), ttlMs);
+    const { report } = await extendKeys(this.#engine, o, sorted, keysOf(sorted, o), token, ttlMs, 1);
+    return report;
+  }
+
+  /**
+   * Release a lock known only by its resources and token. Compare-and-DEL on every node;
+   * idempotent, never throws for an expired lock.
+   */
+  async release(
+    resources: string | readonly string[],
+    token: string,
+    options?: RedlockOptions,
+  ): Promise<ReleaseResult> {
+    const sorted = validateResources(resources);
+    validateToken(token);
+    const o = this.#resolve(options, 10_000, "release()");
+    return releaseKeys(this.#engine, o, sorted, keysOf(sorted, o), token);
+  }
+
+  /**
+   * Mark every node of a brand-new deployment for fencing, once. Fenced acquisitions refuse to run
+   * (`FencingError` `FENCING_UNINITIALIZED`) until this has run; afterwards a node found without
+   * its marker is a node that lost its data, and is quarantined and repaired, never re-initialised.
+   * @throws {FencingError} `FENCING_INIT_REFUSED` when a node already carries a marker (the
+   * deployment was initialised before) or cannot be reached (all must answer).
+   */
+  async initializeFencing(options?: Pick<RedlockOptions, "requestTimeoutMs">): Promise<InitializeFencingResult> {
+    const o = this.#resolve(options, 10_000, "initializeFencing()");
+    return initializeFencing({
+      nodes: this.nodes,
+      keyPrefix: o.keyPrefix,
+      clock: o.clock,
+      requestTimeoutMs: options?.requestTimeoutMs ?? Math.max(o.requestTimeoutMs, 2000),
+    });
+  }
+
+  /**
+   * Make this client's cluster fingerprint the one its nodes keep for the lock namespace, so that
+   * a changed node list (or `clusterName`) is no longer refused. Only once every client of the
+   * previous node list has stopped (drained): from then on, clients of the previous list are
+   * refused by the nodes this client shares with them. See docs/deployments.md.
+   * @returns how many nodes now keep it; run it again until that is every node.
+   */
+  async resetClusterFingerprint(
+    options?: Pick<RedlockOptions, "keyPrefix" | "requestTimeoutMs">,
+  ): Promise<ClusterResetResult> {
+    return this.#cluster.reset(this.#resolve(options, 10_000, "resetClusterFingerprint()"));
+  }
+
+  /**
+   * Resolves when the background work started so far has finished or been abandoned at its
+   * deadline: releases of failed attempts (and their sweeps) and the slow nodes of releases. On
+   * Workers, pass it to `ctx.waitUntil()` once the work has started (after a release:
+   * `lock.release().then(() => redlock.settled())`) so that it is not cut off. It always ends:
+   * each piece of work is bounded (a cleanup by the attempt's TTL, a release by its request
+   * deadline), and it waits for them on timers of its own, so that work of another request that
+   * has ended (on Workers it never settles) does not hold it up.
+   */
+  settled(): Promise<SettledResult> {
+    return this.#engine.background.settled();
+  }
+
+  /** Validate and resolve an acquisition's input; nothing is sent. */
+  #request(
+    resources: string | readonly string[],
+    ttlMs: number,
+    options: UsingOptions | undefined,
+    where: string,
+    extra: readonly string[] = [],
+  ): { request: AcquireRequest; signal: AbortSignal | undefined; waitUntil: UsingOptions["waitUntil"] } {
+    const sorted = validateResources(resources);
+    let signal: AbortSignal | undefined;
+    let waitUntil: UsingOptions["waitUntil"];
+    let overrides: RedlockOptions | undefined;
+    if (options !== undefined) {
+      if (typeof options !== "object" || options === null) {
+        throw new InvalidArgumentError(`the options of ${where} must be an object`);
+      }
+      checkOptionNames(options, where, ["signal", ...extra], (m) => new InvalidArgumentError(m));
+      ({ signal, waitUntil, ...overrides } = options);
+      // Duck-typed: a signal from another realm (a VM sandbox) fails `instanceof`.
+      if (signal !== undefined && typeof (signal as Partial<AbortSignal>)?.addEventListener !== "function") {
+        throw new InvalidArgumentError(`the signal of ${where} must be an AbortSignal`);
+      }
+      if (waitUntil !== undefined && typeof waitUntil !== "function") {
+        throw new InvalidArgumentError(`the waitUntil of ${where} must be a function`);
+      }
+    }
+    const o = this.#engine.resolveWithTtl(isEmpty(overrides) ? undefined : overrides, ttlMs);
+    return { request: { resources: sorted, keys: keysOf(sorted, o), ttlMs, options: o }, signal, waitUntil };
+  }
+
+  #resolve(options: RedlockOptions | undefined, ttlMs: number, where: string): ResolvedOptions {
+    return this.#engine.resolve(callOptions(options, where), ttlMs);
+  }
+}
+
+/** Check a call's option names; `undefined` for none, so the per-TTL cache applies. */
+function callOptions(options: RedlockOptions | undefined, where: string): RedlockOptions | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidArgumentError(`the options of ${where} must be an object`);
+  }
+  checkOptionNames(options, where, [], (m) => new InvalidArgumentError(m));
+  return isEmpty(options) ? undefined : options;
+}
+
+function isEmpty(object: object | undefined): boolean {
+  if (object === undefined) return true;
+  for (const _ in object) return false;
+  return true;
+}
+
+/** The Redis keys of the (sorted) resources. */
+function keysOf(resources: readonly string[], o: ResolvedOptions): string[] {
+  return lockKeys(resources, o.keyPrefix);
+}
+
+function validateToken(token: unknown): asserts token is string {
+  if (typeof token !== "string" || token.length === 0 || token.length > 256) {
+    throw new InvalidArgumentError("token must be a non-empty string of at most 256 characters");
+  }
+}
+
+function toNode(config: NodeConfig): RedisNode {
+  if (typeof config !== "object" || config === null) {
+    throw new ConfigurationError(`each node must be { url, token } or a RedisNode, got ${String(config)}`);
+  }
+  if ("command" in config && typeof config.command === "function") {
+    if (typeof config.id !== "string" || config.id.length === 0)
+      throw new ConfigurationError("a RedisNode needs a non-empty id");
+    return config;
+  }
+  return restNode(config as RestNodeConfig);
+}

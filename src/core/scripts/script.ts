@@ -1,0 +1,33 @@
+/**
+ * Running a Lua script on a node: `EVALSHA` first, then `EVAL` only when the node answers
+ * `NOSCRIPT` (its script cache is empty after a restart or `SCRIPT FLUSH`).
+ * @module
+ */
+import { NodeError } from "../../base/errors.js";
+import type { RedisArgument, RedisNode, RedisReply } from "../../transport/rest.js";
+import type { TaskContext } from "../fanout.js";
+
+/** A Lua script with its SHA-1, committed as a literal (a unit test recomputes it). */
+export interface Script {
+  readonly name: string;
+  readonly source: string;
+  readonly sha1: string;
+}
+
+/** Run `script` on `node`, counting each request on `context`. */
+export async function runScript(
+  node: RedisNode,
+  script: Script,
+  keys: readonly string[],
+  args: readonly RedisArgument[],
+  context: TaskContext,
+): Promise<RedisReply> {
+  context.countRequest();
+  try {
+    return await node.command(["EVALSHA", script.sha1, keys.length, ...keys, ...args], context.signal);
+  } catch (error) {
+    if (!(error instanceof NodeError) || !error.redisError?.toUpperCase().includes("NOSCRIPT")) throw error;
+    context.countRequest();
+    return await node.command(["EVAL", script.source, keys.length, ...keys, ...args], context.signal);
+  }
+}
