@@ -1,7 +1,13 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: { index: "src/index.ts", "upstash/index": "src/upstash/index.ts", "hono/index": "src/hono/index.ts" },
+  entry: {
+    index: "src/index.ts",
+    "core/index": "src/core/index.ts",
+    "fencing/index": "src/fencing/index.ts",
+    "upstash/index": "src/upstash/index.ts",
+    "hono/index": "src/hono/index.ts",
+  },
   format: ["esm"],
   dts: true,
   clean: true,

@@ -5,6 +5,7 @@
  * Every route needs `Authorization: Bearer <API_SECRET>`. See the README for the API.
  */
 import { Hono } from "hono";
+import { fencing, initializeFencing } from "../src/fencing/index.js";
 import { type LockVariables, withLock } from "../src/hono/index.js";
 import {
   AcquireTimeoutError,
@@ -46,7 +47,7 @@ function client(env: Bindings) {
       redlock: new Redlock({ nodes }),
       // The fenced counter's locks carry fencing tokens; they live under their own key prefix
       // (fencing is for every lock of a prefix or for none).
-      fenced: new Redlock({ nodes, fencing: true, keyPrefix: "fenced:" }),
+      fenced: new Redlock({ nodes, fencing, keyPrefix: "fenced:" }),
       // The counter lives on the first node: any Redis would do, the lock is what is shown.
       store: restNode(nodes[0] as { url: string; token: string; id: string }),
     };
@@ -179,7 +180,7 @@ const lockFencedCounter = withLock<AppEnv, "/fenced-counter/:name/increment">({
 // Once per deployment: mark the nodes for fencing. Refused (409) when it was done before.
 app.post("/fencing/initialize", async (c) => {
   try {
-    const result = await client(c.env).fenced.initializeFencing();
+    const result = await initializeFencing(client(c.env).fenced);
     return c.json({ initialized: result.initialized });
   } catch (error) {
     if (error instanceof FencingError && error.code === "FENCING_INIT_REFUSED") {

@@ -4,8 +4,8 @@
  * @module
  */
 
+import { type Clock, monotonicClock } from "../base/clock.js";
 import type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "../base/report.js";
-import type { HotResources } from "../isolate/hot-resources.js";
 import type { RedisNode } from "../transport/rest.js";
 import { BackgroundWork } from "./background.js";
 import { type FanOut, fanOut, type TaskContext } from "./fanout.js";
@@ -45,18 +45,17 @@ export class Engine {
   readonly nodes: readonly RedisNode[];
   readonly nodeIds: readonly string[];
   readonly background = new BackgroundWork();
-  /** Resources recently found contended, or busy, in this isolate (see `waiting/`). */
-  readonly hot: HotResources;
+  /** The client's clock (the `clock` option): the one every reading it compares comes from. */
+  readonly clock: Clock;
   readonly #base: RedlockOptions;
   /** Options resolved per TTL for calls without overrides: resolving is a measurable cost per call. */
   readonly #resolved = new Map<number, ResolvedOptions>();
 
-  /** @param hot the isolate's hot resources for these nodes (see `hotResourcesFor`). */
-  constructor(nodes: readonly RedisNode[], base: RedlockOptions, hot: HotResources) {
+  constructor(nodes: readonly RedisNode[], base: RedlockOptions) {
     this.nodes = nodes;
     this.nodeIds = nodes.map((n) => n.id);
     this.#base = base;
-    this.hot = hot;
+    this.clock = base.clock ?? monotonicClock;
   }
 
   /** The client's options merged with a call's overrides, for a TTL (not validated against it). */

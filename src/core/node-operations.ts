@@ -7,7 +7,6 @@ import { NodeError } from "../base/errors.js";
 import { describeReply } from "../base/redact.js";
 import type { NodeOutcomeKind } from "../base/report.js";
 import type { RedisNode, RedisReply } from "../transport/rest.js";
-import { handOverScript } from "../waiting/scripts/hand-over.js";
 import type { TaskContext } from "./fanout.js";
 import { acquireAllScript } from "./scripts/acquire-all.js";
 import { extendScript } from "./scripts/extend.js";
@@ -59,27 +58,6 @@ export async function releaseOnNode(
     return reply > 0 ? "released" : "not-held";
   }
   throw unexpected(node, releaseScript.name, reply);
-}
-
-/**
- * Compare-and-DEL, then the all-or-none acquire for the next holder (see `handoff.ts`):
- * `released` as {@link releaseOnNode} says it, and whether the next holder now holds the keys.
- */
-export async function handOverOnNode(
-  node: RedisNode,
-  keys: readonly string[],
-  token: string,
-  next: { readonly token: string; readonly ttlMs: number },
-  context: TaskContext,
-): Promise<{ released: boolean; taken: boolean }> {
-  const reply = await runScript(node, handOverScript, keys, [token, next.token, next.ttlMs], context);
-  if (Array.isArray(reply) && reply.length === 2) {
-    const [deleted, taken] = reply;
-    if (typeof deleted === "number" && Number.isInteger(deleted) && deleted >= 0 && deleted <= keys.length) {
-      if (taken === 0 || taken === 1) return { released: deleted > 0, taken: taken === 1 };
-    }
-  }
-  throw unexpected(node, handOverScript.name, reply);
 }
 
 /** A key's value and remaining TTL on one node (`pttlMs` is -2 for a missing key, -1 for no TTL). */

@@ -111,12 +111,14 @@ export interface RedlockOptions extends RedlockHooks {
   /**
    * Give every lock a fencing token (`lock.fence`): unique per grant and increasing in real-time
    * order across grants of the same resources, for a protected store to reject stale writers.
-   * Costs a second round trip per acquisition (see the README). Needs a one-time
-   * `redlock.initializeFencing()` per deployment; nodes found without their marker are
-   * quarantined for `quarantineMs` and repaired from a quorum.
+   * Pass the `fencing` value of `edge-redlock/fencing` (`import { fencing } from
+   * "edge-redlock/fencing"`): a bundle that never imports it carries none of its code. Costs a
+   * second round trip per acquisition (see docs/fencing.md). Needs a one-time
+   * `initializeFencing(redlock)` per deployment; nodes found without their marker are quarantined
+   * for `quarantineMs` and repaired from a quorum.
    * @default false
    */
-  fencing?: boolean;
+  fencing?: Fencing | false;
   /**
    * How many nodes may silently lose recent writes (a failover under asynchronous replication, a
    * restore from an older snapshot) without breaking mutual exclusion or fencing: the quorum
@@ -258,7 +260,7 @@ export interface ResolvedOptions extends RedlockHooks {
   autoExtendThreshold: number;
   keyPrefix: string;
   clock: Clock;
-  fencing: boolean;
+  fencing: Fencing | false;
   faultTolerance: number;
   quarantineMs: number;
 }
@@ -301,7 +303,10 @@ export function resolveOptions(
       (Number.isInteger(merged.quorum) && merged.quorum >= majority && merged.quorum <= nodeCount),
     `quorum must be an integer from ${majority} (a majority of ${nodeCount} nodes) to ${nodeCount}, got ${merged.quorum}`,
   );
-  check(typeof o.fencing === "boolean", `fencing must be true or false, got ${String(o.fencing)}`);
+  check(
+    o.fencing === false || (typeof o.fencing === "object" && o.fencing?.kind === "fencing"),
+    `fencing takes the fencing value of edge-redlock/fencing (import { fencing } from "edge-redlock/fencing"), or false; got ${String(o.fencing)}`,
+  );
   check(
     isMillis(o.quarantineMs, 1),
     `quarantineMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.quarantineMs}`,
@@ -431,6 +436,14 @@ function describe(value: unknown): string {
   if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
   if (Array.isArray(value)) return `an array of ${value.length}`;
   return String(value);
+}
+
+/**
+ * The `fencing` option's value: `fencing` from `edge-redlock/fencing`. Opaque: what it does lives
+ * in that module, which the core never imports.
+ */
+export interface Fencing {
+  readonly kind: "fencing";
 }
 
 /** What is being acquired, resolved and validated once per `acquire()` call. */

@@ -4,17 +4,15 @@
  * @module
  */
 
-import { monotonicClock } from "../base/clock.js";
 import { ConfigurationError, InvalidArgumentError, LockHeldError } from "../base/errors.js";
 import type { AttemptReport } from "../base/report.js";
-import { type InitializeFencingResult, initializeFencing } from "../fencing/initialize.js";
-import { hotResourcesFor, nodeIdentity } from "../isolate/hot-resources.js";
 import { type RedisNode, type RestNodeConfig, restNode } from "../transport/rest.js";
-import { acquireWithWaiting } from "../waiting/index.js";
 import type { SettledResult } from "./background.js";
+import { backoffWaiting } from "./backoff-waiting.js";
 import { Cluster } from "./cluster.js";
 import { Engine } from "./engine.js";
 import type { ClusterResetResult } from "./fingerprint.js";
+import { nodeIdentity } from "./identity.js";
 import { lockKeys } from "./keys.js";
 import type { Lock, LockOperations, ReleaseResult } from "./lock.js";
 import { extendKeys, extendLock } from "./operations/extend.js";
@@ -30,6 +28,7 @@ import {
   validateResources,
 } from "./options.js";
 import { runUnderLock } from "./using.js";
+import type { ClientWaiting, WaitingStrategy } from "./waiting.js";
 
 export type { InspectedNode, InspectResult } from "./operations/inspect.js";
 
@@ -80,9 +79,15 @@ export interface UsingOptions extends AcquireOptions {
  * @see https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
  */
 export class Redlock {
+  /**
+   * @internal How clients of this class wait for a held lock (see `core/waiting.ts`): backoff
+   * alone here; `edge-redlock`'s `Redlock` waits in line.
+   */
+  static readonly waiting: WaitingStrategy = backoffWaiting;
   /** The nodes, in configuration order. */
   readonly nodes: readonly RedisNode[];
   readonly #engine: Engine;
+  readonly #waiting: ClientWaiting;
   readonly #lockOperations: LockOperations;
   readonly #cluster: Cluster;
 
@@ -113,13 +118,14 @@ export class Redlock {
     // Validate the options once now with a nominal TTL, so mistakes fail at construction.
     resolveOptions(options, undefined, 10_000, this.nodes.length, (m) => new ConfigurationError(m));
     const identities = this.nodes.map((node, i) => nodeIdentity(node, nodes[i]));
-    const hot = hotResourcesFor(options.clock ?? monotonicClock, identities);
     this.#cluster = new Cluster(this.nodes, nodes, identities, clusterName);
-    const engine = new Engine(this.nodes, Object.freeze({ ...options }), hot);
+    const engine = new Engine(this.nodes, Object.freeze({ ...options }));
     this.#engine = engine;
+    const waiting = (new.target as typeof Redlock).waiting.forClient(engine, identities);
+    this.#waiting = waiting;
     this.#lockOperations = {
       extend: (lock, ttlMs, overrides) => extendLock(engine, lock, ttlMs, callOptions(overrides, "lock.extend()")),
-      release: (lock) => releaseLock(engine, lock),
+      release: (lock) => releaseLock(engine, waiting, lock),
       verify: (lock, overrides) => verifyLock(engine, lock, callOptions(overrides, "lock.verify()")),
     };
   }
@@ -141,7 +147,7 @@ export class Redlock {
     const { request, signal } = this.#request(resources, ttlMs, options, "acquire()");
     const attempts = request.options.maxAttempts;
     return this.#cluster.acquire(request.options, signal, () =>
-      acquireWithWaiting(this.#engine, request, attempts, signal, this.#lockOperations),
+      this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
     );
   }
 
@@ -157,7 +163,7 @@ export class Redlock {
     const { request, signal } = this.#request(resources, ttlMs, options, "tryAcquire()");
     try {
       return await this.#cluster.acquire(request.options, signal, () =>
-        acquireWithWaiting(this.#engine, request, 1, signal, this.#lockOperations),
+        this.#waiting.acquire(request, 1, signal, this.#lockOperations),
       );
     } catch (error) {
       if (error instanceof LockHeldError) return null;
@@ -181,7 +187,7 @@ export class Redlock {
     const { request, signal, waitUntil } = this.#request(resources, ttlMs, options, "using()", ["waitUntil"]);
     const attempts = request.options.maxAttempts;
     const lock = await this.#cluster.acquire(request.options, signal, () =>
-      acquireWithWaiting(this.#engine, request, attempts, signal, this.#lockOperations),
+      this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
     );
     // What waitUntil keeps alive is the release and the background work it leaves (the nodes
     // slower than the quorum): on Workers the request's I/O is cancelled once its waitUntil work
@@ -231,24 +237,7 @@ export class Redlock {
     const sorted = validateResources(resources);
     validateToken(token);
     const o = this.#resolve(options, 10_000, "release()");
-    return releaseKeys(this.#engine, o, sorted, keysOf(sorted, o), token);
-  }
-
-  /**
-   * Mark every node of a brand-new deployment for fencing, once. Fenced acquisitions refuse to run
-   * (`FencingError` `FENCING_UNINITIALIZED`) until this has run; afterwards a node found without
-   * its marker is a node that lost its data, and is quarantined and repaired, never re-initialised.
-   * @throws {FencingError} `FENCING_INIT_REFUSED` when a node already carries a marker (the
-   * deployment was initialised before) or cannot be reached (all must answer).
-   */
-  async initializeFencing(options?: Pick<RedlockOptions, "requestTimeoutMs">): Promise<InitializeFencingResult> {
-    const o = this.#resolve(options, 10_000, "initializeFencing()");
-    return initializeFencing({
-      nodes: this.nodes,
-      keyPrefix: o.keyPrefix,
-      clock: o.clock,
-      requestTimeoutMs: options?.requestTimeoutMs ?? Math.max(o.requestTimeoutMs, 2000),
-    });
+    return releaseKeys(this.#engine, o, sorted, keysOf(sorted, o), token, this.#waiting);
   }
 
   /**
@@ -275,6 +264,14 @@ export class Redlock {
    */
   settled(): Promise<SettledResult> {
     return this.#engine.background.settled();
+  }
+
+  /**
+   * @internal The client's nodes and options, for the optional modules that run operations of
+   * their own on them (`initializeFencing`).
+   */
+  get engine(): Engine {
+    return this.#engine;
   }
 
   /** Validate and resolve an acquisition's input; nothing is sent. */

@@ -88,7 +88,7 @@ export async function attemptFenced(
   if (result.reason === "uninitialized") {
     throw new FencingError(
       "FENCING_UNINITIALIZED",
-      "fencing is not initialised on these nodes: run redlock.initializeFencing() once for the deployment",
+      "fencing is not initialised on these nodes: run initializeFencing(redlock) from edge-redlock/fencing once for the deployment",
       { attempts: [report] },
     );
   }

@@ -7,8 +7,6 @@
  */
 import type { Clock } from "../base/clock.js";
 import { within } from "../base/signals.js";
-import type { RedisNode } from "../transport/rest.js";
-import type { Place } from "../waiting/gate.js";
 import type { HandoffOffer } from "./handoff.js";
 
 /** First polls of one key's line in flight at once from an isolate (see `HotResources.joinSlot`). */
@@ -22,6 +20,17 @@ interface Joins {
   waiting: (() => void)[];
   /** Until then a join's poll failed (the gate is down or slow): callers join without a slot. */
   bypassUntil: number;
+}
+
+/**
+ * A place in a line kept for a client's next acquisition (see {@link HotResources.keepPlace}):
+ * what the isolate needs to know of it, whatever else the waiting strategy keeps in it.
+ */
+export interface KeptPlace {
+  /** Clock reading when the place was made. */
+  readonly at: number;
+  /** How long the place lasts from then, in ms. */
+  readonly leaseMs: number;
 }
 
 /** How a waiter learns its turn from a release in its isolate (see `HotResources.listenForTurn`). */
@@ -41,7 +50,7 @@ interface Busy {
  */
 export class HotResources {
   readonly #until = new Map<string, number>();
-  readonly #places = new Map<string, { place: Promise<Place | undefined>; answerBy: number }>();
+  readonly #places = new Map<string, { place: Promise<KeptPlace | undefined>; answerBy: number }>();
   /** Acquisitions in progress, locks held, and plain fan-outs racing for the gate, by gate key: id → entry. */
   readonly #busy = new Map<string, Map<string, Busy>>();
   /** The first in line's offer to take the lock over from its release, by gate key (see `handoff.ts`). */
@@ -176,7 +185,7 @@ export class HotResources {
    * `answerBy`: the clock reading by which the gate's answer comes or never will (the release's
    * deadline).
    */
-  keepPlace(key: string, place: Promise<Place | undefined>, answerBy: number): void {
+  keepPlace(key: string, place: Promise<KeptPlace | undefined>, answerBy: number): void {
     if (this.#places.size > 1024) this.#places.clear();
     this.#places.set(key, { place, answerBy });
   }
@@ -187,12 +196,17 @@ export class HotResources {
    * belong to another request, whose I/O on Workers is cancelled when that request ends, so that
    * its answer never comes. Rejects if `signal` aborts first.
    */
-  async takePlace(key: string, clock: { now(): number }, signal?: AbortSignal): Promise<Place | undefined> {
+  async takePlace<P extends KeptPlace>(
+    key: string,
+    clock: { now(): number },
+    signal?: AbortSignal,
+  ): Promise<P | undefined> {
     const kept = this.#places.get(key);
     if (kept === undefined) return undefined;
     this.#places.delete(key);
     const place = await within(kept.place, kept.answerBy - clock.now(), signal);
-    return place !== undefined && clock.now() < place.at + place.leaseMs - 100 ? place : undefined;
+    // The caller reads the places it kept (one strategy keeps them): P is what it put in.
+    return place !== undefined && clock.now() < place.at + place.leaseMs - 100 ? (place as P) : undefined;
   }
 
   /**
@@ -310,32 +324,4 @@ export function hotResourcesFor(clock: Clock, nodeIdentities: readonly string[])
     byNodes.set(list, hot);
   }
   return hot;
-}
-
-const objectNumbers = new WeakMap<object, number>();
-let objectsNumbered = 0;
-
-function numberOf(object: object): number {
-  let n = objectNumbers.get(object);
-  if (n === undefined) {
-    n = ++objectsNumbered;
-    objectNumbers.set(object, n);
-  }
-  return n;
-}
-
-/**
- * What a node's requests reach, for sharing an isolate's state between clients: two clients share
- * it only when every node of theirs is the same in this sense. A node made from `{ url, token }` is
- * its full URL, its REST token (one URL may serve several databases or tenants by token) and the
- * `fetch` it was given, if any (a custom one may route anywhere); never its display `id`, which
- * the caller chooses and two clusters may share. A `RedisNode` passed in is only ever itself. The
- * result is an in-memory map key: it holds the REST token and must never be shown.
- * @param config what the client was given for the node: the node itself, or its REST config.
- */
-export function nodeIdentity(node: RedisNode, config: object): string {
-  if (config === node) return `object ${numberOf(node)}`;
-  const { url, token, fetch: custom } = config as { url: string; token: string; fetch?: unknown };
-  const via = typeof custom === "function" ? ` fetch ${numberOf(custom)}` : "";
-  return `rest ${new URL(url).href} ${JSON.stringify(token)}${via}`;
 }

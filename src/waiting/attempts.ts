@@ -6,8 +6,7 @@
  */
 
 import type { NodeOutcomeKind } from "../base/report.js";
-import { type AttemptResult, attemptAcquire, type GateRole } from "../core/operations/acquire.js";
-import { attemptFenced } from "../fencing/acquire.js";
+import { type AttemptResult, attemptAcquire, attemptOnce, type GateRole } from "../core/operations/acquire.js";
 import { leave } from "./gate-client.js";
 import { checkAbort } from "./limits.js";
 import { nextEntryId, type Waiter } from "./state.js";
@@ -24,9 +23,9 @@ export async function fanOut(w: Waiter, gate?: GateRole, handedOver?: Promise<At
   const racing = gate === undefined && handedOver === undefined && !w.o.fencing ? race(w) : undefined;
   const result = handedOver
     ? await handedOver
-    : w.o.fencing
-      ? await attemptFenced(w.engine, w.request, s.attempts, w.signal, w.operations, s.polls)
-      : await attemptAcquire(w.engine, w.request, s.attempts, w.signal, w.operations, gate, s.polls);
+    : gate
+      ? await attemptAcquire(w.engine, w.request, s.attempts, w.signal, w.operations, gate, s.polls)
+      : await attemptOnce(w.engine, w.request, s.attempts, w.signal, w.operations, s.polls);
   s.polls = 0;
   w.reports.push(result.report);
   if (racing !== undefined) {
@@ -64,7 +63,7 @@ export async function fanOut(w: Waiter, gate?: GateRole, handedOver?: Promise<At
  * queues up, see `in-line.ts`), at most a request deadline; returns what ends the mark.
  */
 function race(w: Waiter): () => void {
-  const hot = w.engine.hot;
+  const hot = w.hot;
   const id = nextEntryId("racing");
   hot.occupy(w.hotKey, id, w.now() + w.o.requestTimeoutMs, "racing");
   return () => hot.leave(w.hotKey, id);

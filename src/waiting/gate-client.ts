@@ -70,9 +70,9 @@ export async function pollOn(
 export function setTicket(w: Waiter, ticket: number): void {
   const s = w.state;
   if (ticket === s.ticket) return;
-  if (s.ticket > 0) w.engine.hot.stopWaiting(w.hotKey, s.ticket);
+  if (s.ticket > 0) w.hot.stopWaiting(w.hotKey, s.ticket);
   s.ticket = ticket;
-  w.engine.hot.waitHere(w.hotKey, ticket);
+  w.hot.waitHere(w.hotKey, ticket);
 }
 
 /**

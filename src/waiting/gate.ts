@@ -11,6 +11,7 @@ import { runScript, type Script } from "../core/scripts/script.js";
 import type { RedisNode } from "../transport/rest.js";
 import { gateScript } from "./scripts/gate.js";
 import { gateReleaseScript } from "./scripts/gate-release.js";
+import { handOverScript } from "./scripts/hand-over.js";
 
 /** What the gate said to one poll. */
 export interface GateAnswer {
@@ -224,6 +225,27 @@ export async function releaseOnGate(
     headTicket: Math.max(0, head),
     ...figures(holdMs, holdDeviationMs, cycleMs, turns),
   };
+}
+
+/**
+ * Compare-and-DEL, then the all-or-none acquire for the next holder (see `isolate/handoff.ts`):
+ * `released` as {@link releaseOnNode} says it, and whether the next holder now holds the keys.
+ */
+export async function handOverOnNode(
+  node: RedisNode,
+  keys: readonly string[],
+  token: string,
+  next: { readonly token: string; readonly ttlMs: number },
+  context: TaskContext,
+): Promise<{ released: boolean; taken: boolean }> {
+  const reply = await runScript(node, handOverScript, keys, [token, next.token, next.ttlMs], context);
+  if (Array.isArray(reply) && reply.length === 2) {
+    const [deleted, taken] = reply;
+    if (typeof deleted === "number" && Number.isInteger(deleted) && deleted >= 0 && deleted <= keys.length) {
+      if (taken === 0 || taken === 1) return { released: deleted > 0, taken: taken === 1 };
+    }
+  }
+  throw badReply(node, handOverScript, reply);
 }
 
 /** A place at the back of a line, made by this client's release (see `releaseOnGate`). */

@@ -6,13 +6,14 @@
  */
 import { AbortedError, ConfigurationError } from "../base/errors.js";
 import type { NodeOutcomeKind } from "../base/report.js";
+import { withAttempts } from "../core/backoff-waiting.js";
 import type { TaskContext } from "../core/fanout.js";
 import { Lock } from "../core/lock.js";
 import { randomToken } from "../core/token.js";
 import { fanOut } from "./attempts.js";
 import type { GateAnswer } from "./gate.js";
 import { currentPlaceholderMs, growPlaceholder, leave, poll, pollOn } from "./gate-client.js";
-import { abandon, checkAfterAttempt, configurationError, noteProgress, startPatience } from "./limits.js";
+import { abandon, checkAfterAttempt, noteProgress, startPatience } from "./limits.js";
 import { type HandedOver, offerWindowEnd, pauseOrTakeOver, takeOver } from "./offers.js";
 import {
   hotWindow,
@@ -35,7 +36,7 @@ import type { Waiter } from "./state.js";
  */
 export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "gate-down" | "contested"> {
   const s = w.state;
-  const hot = w.engine.hot;
+  const hot = w.hot;
   startPatience(w);
   hot.mark(w.hotKey, w.now(), hotWindow(0));
   let nextPollMs = firstPollInMs;
@@ -77,7 +78,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     } catch (error) {
       const gateDown = !(error instanceof ConfigurationError || error instanceof AbortedError);
       joined?.(!gateDown);
-      if (error instanceof ConfigurationError) throw configurationError(w, error);
+      if (error instanceof ConfigurationError) throw withAttempts(error, w.reports);
       if (error instanceof AbortedError) throw error;
       // The gate is down or slow: never wait on it longer than one request deadline.
       s.gateDown = true;

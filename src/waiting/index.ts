@@ -13,7 +13,7 @@
  *   trip); the others sleep until the waiter ahead of them should have taken the lock;
  * - a poll that finds the lock free takes the gate node at once, and the other nodes follow;
  * - when the holder is in the same isolate, its release hands the lock over to the first in line
- *   (see `handoff.ts`): no take of its own, a round trip sooner.
+ *   (see `isolate/handoff.ts`): no take of its own, a round trip sooner.
  *
  * Safety never depends on the gate: every grant is a quorum of `SET NX` (or of keys a release set
  * for us in the same step as it deleted its own) with enough validity, counted from before the
@@ -27,23 +27,23 @@
  * pure), `state.ts` (what a waiter remembers).
  * @module
  */
-import type { Engine } from "../core/engine.js";
-import type { Lock, LockOperations } from "../core/lock.js";
-import type { AcquireRequest } from "../core/options.js";
+import type { WaitingStrategy } from "../core/waiting.js";
+import { hotResourcesFor } from "../isolate/hot-resources.js";
+import { releaseInLine } from "./release.js";
 import { Waiter } from "./state.js";
 import { runWaiter } from "./waiter.js";
 
 /**
- * `acquire()`: attempts until one succeeds or attempts, time or the caller's signal run out.
- * @param maxAttempts fan-outs allowed (polls of the gate are not attempts).
- * @throws {LockHeldError | QuorumUnavailableError | ValidityExhaustedError | AcquireTimeoutError | AbortedError | ConfigurationError}
+ * Waiting in line at the resource's gate node (see the module's documentation): the default
+ * waiting strategy of `edge-redlock`.
  */
-export function acquireWithWaiting(
-  engine: Engine,
-  request: AcquireRequest,
-  maxAttempts: number,
-  signal: AbortSignal | undefined,
-  operations: LockOperations,
-): Promise<Lock> {
-  return runWaiter(new Waiter(engine, request, maxAttempts, signal, operations));
-}
+export const waitInLine: WaitingStrategy = {
+  forClient(engine, nodeIdentities) {
+    const hot = hotResourcesFor(engine.clock, nodeIdentities);
+    return {
+      acquire: (request, maxAttempts, signal, operations) =>
+        runWaiter(new Waiter(engine, hot, request, maxAttempts, signal, operations)),
+      release: (release) => releaseInLine(engine, hot, release),
+    };
+  },
+};

@@ -4,11 +4,10 @@
  * gate's line first; and every pause of a waiter goes through {@link pause}, which keeps to them.
  * @module
  */
-import { AcquireTimeoutError, ConfigurationError } from "../base/errors.js";
 import type { AttemptReport } from "../base/report.js";
 import { sleep } from "../base/signals.js";
+import { acquireTimeout, stopAfter } from "../core/backoff-waiting.js";
 import { abortedError, failureError } from "../core/operations/acquire.js";
-import { summary } from "../core/operations/summary.js";
 import type { GateAnswer } from "./gate.js";
 import { leave } from "./gate-client.js";
 import { patience } from "./pacing.js";
@@ -94,12 +93,7 @@ function giveUp(w: Waiter): never {
 
 /** The acquire deadline passed: `AcquireTimeoutError`, with the attempts made. */
 export function timeOut(w: Waiter): never {
-  const last = w.reports.at(-1);
-  const attempts = w.reports.length;
-  throw new AcquireTimeoutError(
-    `could not acquire ${w.request.resources.join(", ")} within ${w.o.acquireTimeoutMs} ms (${attempts} attempt${attempts === 1 ? "" : "s"})${last ? `: ${summary(last)}` : ""}`,
-    w.reports,
-  );
+  throw acquireTimeout(w.request, w.reports);
 }
 
 /** Throws `AbortedError` when the caller's signal has aborted (leaving the line first). */
@@ -112,18 +106,5 @@ export function checkAbort(w: Waiter): void {
 
 /** Throws when the attempt says stop: a rejected token, the caller's abort, or no attempts left. */
 export function checkAfterAttempt(w: Waiter, report: AttemptReport): void {
-  const configError = report.nodes.find((n) => n.error instanceof ConfigurationError)?.error;
-  if (configError) throw configurationError(w, configError as ConfigurationError);
-  checkAbort(w);
-  if (w.state.attempts >= w.maxAttempts) throw failureError(w.request.resources, w.reports, w.o.quorum);
-}
-
-/** A node's `ConfigurationError`, with the attempts made. */
-export function configurationError(w: Waiter, error: ConfigurationError): ConfigurationError {
-  return new ConfigurationError(error.message, {
-    node: error.node,
-    cause: error,
-    attempts: w.reports,
-    ...(error.status === undefined ? {} : { status: error.status }),
-  });
+  stopAfter(w.request, report, w.reports, w.signal, w.state.attempts >= w.maxAttempts);
 }

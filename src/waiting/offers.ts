@@ -35,7 +35,7 @@ export interface HandedOver {
  * `pacing.offerWindowEnd`): `now` when no holder of the isolate has the lock.
  */
 export function offerWindowEnd(w: Waiter, now: number): number {
-  return windowEnd(now, w.engine.hot.heldHereFor(w.hotKey, now), w.state.leaseUntil, w.state.rttMs);
+  return windowEnd(now, w.hot.heldHereFor(w.hotKey, now), w.state.leaseUntil, w.state.rttMs);
 }
 
 /**
@@ -74,7 +74,7 @@ async function pauseUntilTurn(w: Waiter, ms: number): Promise<Turn | undefined> 
     await pause(w, ms);
     return undefined;
   }
-  const listening = w.engine.hot.listenForTurn(w.hotKey, s.ticket);
+  const listening = w.hot.listenForTurn(w.hotKey, s.ticket);
   let turn: Turn | undefined;
   try {
     turn = await within(listening.turn, ms, w.signal);
@@ -140,7 +140,7 @@ async function pauseOffering(w: Waiter, ms: number): Promise<HandedOver | undefi
       accepted();
     },
   };
-  const hot = w.engine.hot;
+  const hot = w.hot;
   hot.offerHandoff(w.hotKey, offer);
   try {
     // While a holder in this isolate has the lock, its release will take the offer up: keep it

@@ -4,12 +4,9 @@
  * @module
  */
 
-import { ConfigurationError, InvalidArgumentError } from "../base/errors.js";
 import type { AttemptReport } from "../base/report.js";
-import { fullJitterDelay } from "../core/backoff.js";
+import { retryDelay } from "../core/backoff-waiting.js";
 import type { Lock } from "../core/lock.js";
-import { failureError } from "../core/operations/acquire.js";
-import { MAX_DELAY_MS } from "../core/options.js";
 import { fanOut } from "./attempts.js";
 import { checkAfterAttempt, sleepWithin, timeOut } from "./limits.js";
 import type { Waiter } from "./state.js";
@@ -35,7 +32,7 @@ export function shouldWaitInLine(w: Waiter, report: AttemptReport): boolean {
 export async function backOff(w: Waiter, last: AttemptReport): Promise<Lock | "in-line"> {
   let report = last;
   for (;;) {
-    const delay = retryDelay(w, report);
+    const delay = delayAfter(w, report);
     // As retries always did: give up at once when the delay would cross the acquire deadline.
     if (w.now() + delay >= w.deadline) timeOut(w);
     await sleepWithin(w, delay);
@@ -50,22 +47,7 @@ export async function backOff(w: Waiter, last: AttemptReport): Promise<Lock | "i
   }
 }
 
-/** The retry policy's delay before the next fan-out: the caller's, checked, or full-jitter backoff. */
-function retryDelay(w: Waiter, report: AttemptReport): number {
-  const o = w.o;
-  const attempt = w.state.attempts;
-  if (!o.retryDelay) return fullJitterDelay(attempt, o.retryBaseDelayMs, o.retryMaxDelayMs, Math.random());
-  let delay: unknown;
-  try {
-    delay = o.retryDelay({ attempt, report });
-  } catch (cause) {
-    throw new ConfigurationError("the retryDelay option threw", { cause, attempts: w.reports });
-  }
-  if (delay === null) throw failureError(w.request.resources, w.reports, o.quorum);
-  if (typeof delay !== "number" || !Number.isFinite(delay) || delay < 0 || delay > MAX_DELAY_MS) {
-    throw new InvalidArgumentError(
-      `retryDelay must return null or a number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${String(delay)}`,
-    );
-  }
-  return delay;
+/** The retry policy's delay before the next fan-out (see `core/backoff-waiting.ts`). */
+function delayAfter(w: Waiter, report: AttemptReport): number {
+  return retryDelay(w.o, w.state.attempts, report, w.reports, w.request.resources);
 }

@@ -9,6 +9,7 @@ import type { Engine } from "../core/engine.js";
 import type { LockOperations } from "../core/lock.js";
 import type { AcquireRequest, ResolvedOptions } from "../core/options.js";
 import { randomToken } from "../core/token.js";
+import type { HotResources } from "../isolate/hot-resources.js";
 import { gateIndex, hotKeyOf } from "./gate.js";
 import type { Overdue } from "./pacing.js";
 
@@ -68,6 +69,8 @@ export function nextEntryId(kind: "acquiring" | "racing"): string {
 /** One `acquire()` call that may wait: its request and limits, the reports of its attempts, and its state. */
 export class Waiter {
   readonly engine: Engine;
+  /** What this isolate knows of its resources' contention, shared by the clients of one cluster. */
+  readonly hot: HotResources;
   readonly request: AcquireRequest;
   readonly o: ResolvedOptions;
   readonly maxAttempts: number;
@@ -85,12 +88,14 @@ export class Waiter {
 
   constructor(
     engine: Engine,
+    hot: HotResources,
     request: AcquireRequest,
     maxAttempts: number,
     signal: AbortSignal | undefined,
     operations: LockOperations,
   ) {
     this.engine = engine;
+    this.hot = hot;
     this.request = request;
     this.o = request.options;
     this.maxAttempts = maxAttempts;

@@ -7,6 +7,7 @@
 import type { Lock } from "../core/lock.js";
 import { failureError } from "../core/operations/acquire.js";
 import { fanOut } from "./attempts.js";
+import type { Place } from "./gate.js";
 import { leave, setTicket } from "./gate-client.js";
 import { sleepFor, waitInLine } from "./in-line.js";
 import { abandon, checkAfterAttempt, PatienceRanOut } from "./limits.js";
@@ -20,7 +21,7 @@ import { nextEntryId, type Waiter } from "./state.js";
  * acquisitions of it queue up at once.
  */
 export async function runWaiter(w: Waiter): Promise<Lock> {
-  const hot = w.engine.hot;
+  const hot = w.hot;
   const now = w.now();
   // Queue up at once for a resource this isolate just waited for, or is acquiring or holding for
   // another caller right now; a single attempt never waits, and a custom retryDelay asks for
@@ -68,8 +69,8 @@ async function drive(w: Waiter, queueAtOnce: boolean): Promise<Lock> {
  */
 async function start(w: Waiter, queueAtOnce: boolean): Promise<Step> {
   if (w.maxAttempts <= 1 || w.o.fencing || !queueAtOnce) return { phase: "fan-out", after: "decide" };
-  const place = await w.engine.hot
-    .takePlace(w.hotKey, w.o.clock, w.signal)
+  const place = await w.hot
+    .takePlace<Place>(w.hotKey, w.o.clock, w.signal)
     .catch((reason: unknown) => abandon(w, reason));
   if (place === undefined) return { phase: "in-line", firstPollInMs: 0 };
   const s = w.state;

@@ -10,6 +10,7 @@ import { fanOut } from "../../src/core/fanout.js";
 import { acquireOnNode } from "../../src/core/node-operations.js";
 import { randomToken } from "../../src/core/token.js";
 import { fencedAttempt } from "../../src/fencing/attempt.js";
+import { fencing } from "../../src/fencing/index.js";
 import { initializeFencing } from "../../src/fencing/initialize.js";
 import { Redlock } from "../../src/index.js";
 import { restNode } from "../../src/transport/rest.js";
@@ -77,7 +78,7 @@ describe("fenced grants on real nodes", () => {
         const redlock = new Redlock({
           nodes: endpoints,
           keyPrefix,
-          fencing: true,
+          fencing,
           acquireTimeoutMs: 300_000,
           onAttempt: (report) => {
             if (report.operation !== "acquire") return;

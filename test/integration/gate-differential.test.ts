@@ -4,9 +4,8 @@
  * rest on that model.
  */
 import { describe, expect, inject, it } from "vitest";
-import { handOverOnNode } from "../../src/core/node-operations.js";
 import { restNode } from "../../src/index.js";
-import { gateKeys, pollGate, releaseOnGate } from "../../src/waiting/gate.js";
+import { gateKeys, handOverOnNode, pollGate, releaseOnGate } from "../../src/waiting/gate.js";
 import { type GateStore, runGate, runGateRelease } from "../unit/support/fake-gate.js";
 import { uniqueKey } from "./support/nodes.js";
 

@@ -1,7 +1,9 @@
 /**
- * The shape of `src/`: no import cycle, type-only imports included (a cycle makes the algorithm
- * impossible to read in one direction, and ties modules that a bundler could otherwise drop), and
- * no file far over the size the style asks for.
+ * The shape of `src/`: layers whose imports point one way (the core never imports waiting,
+ * in-isolate coordination or fencing, so that a bundle without them carries none of their code),
+ * no import cycle, type-only imports included (a cycle makes the algorithm impossible to read in
+ * one direction, and ties modules that a bundler could otherwise drop), and no file far over the
+ * size the style asks for. See docs/architecture.md.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -65,18 +67,77 @@ function cycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
   return found;
 }
 
+/**
+ * What each folder of `src/` may import besides itself. Files at the top of `src/` are the entries
+ * that assemble the layers, and may import any.
+ */
+const LAYERS: Readonly<Record<string, readonly string[]>> = {
+  base: [],
+  transport: ["base"],
+  core: ["base", "transport"],
+  isolate: ["base", "transport", "core"],
+  waiting: ["base", "transport", "core", "isolate"],
+  fencing: ["base", "transport", "core"],
+  upstash: ["base", "transport"],
+  hono: ["base", "transport", "core"],
+};
+
+/** The imports that break the layering: `from → to` for each. */
+function layerViolations(graph: ReadonlyMap<string, readonly string[]>): string[] {
+  const folderOf = (file: string) => (file.includes("/") ? (file.split("/")[0] as string) : undefined);
+  const found: string[] = [];
+  for (const [file, imports] of graph) {
+    const from = folderOf(file);
+    if (from === undefined) continue;
+    const allowed = LAYERS[from];
+    for (const target of imports) {
+      const to = folderOf(target);
+      if (to === from) continue;
+      if (allowed === undefined || to === undefined || !allowed.includes(to)) found.push(`${file} → ${target}`);
+    }
+  }
+  return found;
+}
+
 describe("src/ has a shape you can read in one direction", () => {
   const files = sources();
   const graph = new Map(files.map((file) => [file, importsOf(file, readFileSync(join(SRC, file), "utf8"))]));
 
   it("reads the imports of every file (type-only and re-exports included)", () => {
     expect(files.length).toBeGreaterThan(40);
-    expect(graph.get("index.ts")).toContain("core/redlock.ts");
+    expect(graph.get("redlock.ts")).toContain("core/redlock.ts");
     expect(graph.get("core/lock.ts")).toContain("base/errors.ts");
     // `import type` counts: a cycle through types still ties the files together.
     expect(importsOf("a/b.ts", 'import type { X } from "../c.js";\nexport { Y } from "./d.js";')).toEqual([
       "c.ts",
       "a/d.ts",
+    ]);
+  });
+
+  it("has every folder in a layer", () => {
+    const folders = new Set(files.filter((f) => f.includes("/")).map((f) => f.split("/")[0]));
+    expect([...folders].sort()).toEqual(Object.keys(LAYERS).sort());
+  });
+
+  it("points every import one way: the core imports none of waiting, isolate or fencing", () => {
+    expect(layerViolations(graph)).toEqual([]);
+  });
+
+  it("negative control: the layer check reports a core module importing waiting or fencing, type-only included", () => {
+    const broken = new Map(graph);
+    broken.set("core/lock.ts", [
+      ...(graph.get("core/lock.ts") ?? []),
+      ...importsOf("core/lock.ts", 'import type { Waiter } from "../waiting/state.js";'),
+    ]);
+    broken.set("core/engine.ts", [
+      ...(graph.get("core/engine.ts") ?? []),
+      ...importsOf("core/engine.ts", 'import { fencing } from "../fencing/index.js";'),
+    ]);
+    broken.set("base/errors.ts", [...(graph.get("base/errors.ts") ?? []), "core/lock.ts"]);
+    expect(layerViolations(broken).sort()).toEqual([
+      "base/errors.ts → core/lock.ts",
+      "core/engine.ts → fencing/index.ts",
+      "core/lock.ts → waiting/state.ts",
     ]);
   });
 

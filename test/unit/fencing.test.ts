@@ -1,19 +1,13 @@
 /** Unit tests of the fencing modules on in-memory nodes and a fake clock. */
 import { describe, expect, it } from "vitest";
 import { FencingError, InvalidArgumentError, NodeError } from "../../src/base/errors.js";
-import {
-  assertQuarantineCovers,
-  compareFences,
-  fencedAttempt,
-  fencedWriteScript,
-  fencingKeys,
-  fencingQuorum,
-  initializeFencing,
-  isReservedResource,
-  parseFenceReply,
-  proposeFence,
-  raiseFence,
-} from "../../src/fencing/index.js";
+import { assertQuarantineCovers, fencingQuorum, proposeFence, raiseFence } from "../../src/fencing/arithmetic.js";
+import { fencedAttempt } from "../../src/fencing/attempt.js";
+import { compareFences, fencedWriteScript } from "../../src/fencing/guard.js";
+import { fencing } from "../../src/fencing/index.js";
+import { initializeFencing } from "../../src/fencing/initialize.js";
+import { fencingKeys, isReservedResource } from "../../src/fencing/keys.js";
+import { parseFenceReply } from "../../src/fencing/replies.js";
 import { fenceRatchetScript } from "../../src/fencing/scripts/fence-ratchet.js";
 import { Redlock } from "../../src/index.js";
 import type { RedisReply } from "../../src/transport/rest.js";
@@ -321,7 +315,7 @@ describe("a fenced lock's release", () => {
     nodes.forEach((node, i) => {
       node.behaviour = { kind: "ok", latencyMs: i < 3 ? 1 : 20 };
     });
-    const redlock = new Redlock({ nodes, clock: fakeClock, fencing: true });
+    const redlock = new Redlock({ nodes, clock: fakeClock, fencing });
     const lock = await run(redlock.acquire("r", 5000));
     expect(lock.acquireReport.nodes.filter((n) => n.outcome === "pending").length).toBeGreaterThan(0);
     await run(new Promise((resolve) => setTimeout(resolve, 100)));

@@ -9,6 +9,7 @@
  * @module
  */
 import { Redis } from "ioredis";
+import { fencing } from "../../src/fencing/index.js";
 import { type Lock, Redlock } from "../../src/index.js";
 import { type Counters, type Read, readCounters, writeCounters } from "./client-counters.js";
 import { attemptsOf, brokenClockFetch, codeOf, type Unstamped, withTimeout } from "./client-support.js";
@@ -86,7 +87,7 @@ export class Worker {
       ...(config.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: config.requestTimeoutMs }),
       ...(broken ? { clock: broken.clock } : {}),
       // Fenced locks: a node found empty is quarantined for a TTL and its drift, and then some.
-      ...(config.fencing ? { fencing: true, quarantineMs: 2 * config.ttlMs } : {}),
+      ...(config.fencing ? { fencing, quarantineMs: 2 * config.ttlMs } : {}),
     });
     const redisOptions = {
       host: "127.0.0.1",

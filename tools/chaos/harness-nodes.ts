@@ -5,6 +5,7 @@
  * @module
  */
 import { Redis } from "ioredis";
+import { initializeFencing } from "../../src/fencing/index.js";
 import { FencingError, Redlock } from "../../src/index.js";
 import { type NodeCluster, startNodes } from "../nodes/index.js";
 import { harnessNow } from "./clock.js";
@@ -66,7 +67,7 @@ export async function refresh(cluster: NodeCluster): Promise<void> {
 export async function initializeFencingOn(nodes: readonly { url: string; token: string }[]): Promise<void> {
   const redlock = new Redlock({ nodes: nodes.map(({ url, token }) => ({ url, token })) });
   try {
-    await redlock.initializeFencing();
+    await initializeFencing(redlock);
   } catch (error) {
     if (!(error instanceof FencingError && error.code === "FENCING_INIT_REFUSED")) throw error;
   }

@@ -11,7 +11,7 @@ import type { Engine } from "../engine.js";
 import type { FanOut, TaskContext } from "../fanout.js";
 import { Lock, type LockOperations } from "../lock.js";
 import { acquireOnNode } from "../node-operations.js";
-import type { AcquireRequest } from "../options.js";
+import type { AcquireRequest, Fencing, ResolvedOptions } from "../options.js";
 import { refusalReason } from "../quorum.js";
 import { randomToken } from "../token.js";
 import { cleanUpAcquisition } from "./cleanup.js";
@@ -67,6 +67,43 @@ export interface GateRole {
    * lock handed over by a release reads what the release's requests did (see `handoff.ts`).
    */
   readonly others?: ((index: number, context: TaskContext) => Promise<NodeOutcomeKind>) | undefined;
+}
+
+/**
+ * What the `fencing` value of `edge-redlock/fencing` is inside: its own attempt (two phases, see
+ * `fencing/acquire.ts`) and the check of an extension's TTL against the quarantine. The core calls
+ * it through this interface and never imports the fencing module.
+ */
+export interface FencedAttempts extends Fencing {
+  attempt(
+    engine: Engine,
+    request: AcquireRequest,
+    attempt: number,
+    signal: AbortSignal | undefined,
+    operations: LockOperations,
+    polls?: number,
+  ): Promise<AttemptResult>;
+  /** @throws {InvalidArgumentError} when an extension to `ttlMs` would outlast the quarantine. */
+  checkExtension(ttlMs: number, o: ResolvedOptions): void;
+}
+
+/** The options' fencing, if they ask for it. */
+export function fencingOf(o: ResolvedOptions): FencedAttempts | undefined {
+  return o.fencing === false ? undefined : (o.fencing as FencedAttempts);
+}
+
+/** One plain attempt, or a fenced one when the options ask for fencing. Never throws for node failures. */
+export function attemptOnce(
+  engine: Engine,
+  request: AcquireRequest,
+  attempt: number,
+  signal: AbortSignal | undefined,
+  operations: LockOperations,
+  polls?: number,
+): Promise<AttemptResult> {
+  const fencing = fencingOf(request.options);
+  if (fencing) return fencing.attempt(engine, request, attempt, signal, operations, polls);
+  return attemptAcquire(engine, request, attempt, signal, operations, undefined, polls);
 }
 
 /** Make one attempt on every node. Never throws for node failures: the report says what happened. */

@@ -6,13 +6,13 @@
 
 import { ExtendError, ExtensionLimitError, LockExpiredError, LockLostError } from "../../base/errors.js";
 import type { AttemptReport } from "../../base/report.js";
-import { assertQuarantineCovers } from "../../fencing/arithmetic.js";
 import type { Engine, Vote } from "../engine.js";
 import type { Lock } from "../lock.js";
 import { extendOnNode } from "../node-operations.js";
 import type { RedlockOptions, ResolvedOptions } from "../options.js";
 import { validateTtl } from "../options.js";
 import { refusalReason } from "../quorum.js";
+import { fencingOf } from "./acquire.js";
 import { mayHaveApplied } from "./cleanup.js";
 import { summary } from "./summary.js";
 
@@ -79,7 +79,7 @@ export async function extendLock(
   const o = engine.resolveFor(lock.options, overrides, lock.ttlMs);
   validateTtl(ttlMs, o);
   // A lost node's quarantine must outlast every key it may have held: fenced keys never live longer.
-  if (lock.fence !== undefined) assertQuarantineCovers(ttlMs, o.quarantineMs, o.driftFactor);
+  if (lock.fence !== undefined) fencingOf(lock.options)?.checkExtension(ttlMs, o);
   const what = lock.resources.join(", ");
   if (lock.released) throw new LockExpiredError(`lock on ${what} was released; acquire it again`);
   if (lock.remainingMs() <= 0) throw new LockExpiredError(`lock on ${what} has expired; acquire it again`);

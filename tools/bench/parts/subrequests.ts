@@ -7,6 +7,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { Lock as UpstashLock } from "@upstash/lock";
 import { Redis as UpstashRedis } from "@upstash/redis";
+import { fencing, initializeFencing } from "../../../src/fencing/index.js";
 import { type Lock, Redlock, type RedlockOptions } from "../../../src/index.js";
 import { type BenchContext, emptyPart, type PartResult } from "../context.js";
 import { fmt, median, sleep } from "../stats.js";
@@ -74,7 +75,7 @@ function upstashLockOps(node: { url: string; token: string }, retry?: { attempts
 /** Fencing needs a one-time initialisation of the nodes; a second one is refused, which is fine here. */
 async function initializeFencingOnce(nodes: { url: string; token: string }[]): Promise<void> {
   try {
-    await new Redlock({ nodes }).initializeFencing();
+    await initializeFencing(new Redlock({ nodes }));
   } catch (error) {
     if ((error as { code?: string }).code !== "FENCING_INIT_REFUSED") throw error;
   }
@@ -90,7 +91,7 @@ export async function subrequestsPart(ctx: BenchContext): Promise<PartResult> {
   part.method.push(
     `N = ${n}, +${delayMs} ms per node. Requests each client sent (counted per client through an AsyncLocalStorage-tagged fetch wrapper), including background cleanup (awaited with redlock.settled()). Median of ${repeats} repeats.`,
     `While waiting: another client of the same system holds the key and releases it after ${holdMs} ms (for edge-redlock a client as another isolate makes it: one of the same isolate would spare the waiter its first fan-out); counted are the waiter's requests until it holds the lock, calling acquire() again when it gives up (as an application would).`,
-    "edge-redlock (equal) is the hot-key part's equal policy: 10 attempts, backoff base and ceiling 100 ms, so it still waits in line at the gate. edge-redlock (fencing) acquires with `fencing: true` (two phases per attempt; a fenced lock waits with backoff, not in line) on nodes initialised once with `initializeFencing()`.",
+    "edge-redlock (equal) is the hot-key part's equal policy: 10 attempts, backoff base and ceiling 100 ms, so it still waits in line at the gate. edge-redlock (fencing) acquires with the `fencing` option of edge-redlock/fencing (two phases per attempt; a fenced lock waits with backoff, not in line) on nodes initialised once with `initializeFencing(redlock)`.",
   );
   await ctx.host.setUniformDelay(delayMs);
   const storage = new AsyncLocalStorage<string>();
@@ -113,7 +114,7 @@ export async function subrequestsPart(ctx: BenchContext): Promise<PartResult> {
       label: "edge-redlock (equal)",
       make: (elsewhere) => edgeRedlockOps(nodes, EDGE_REDLOCK_EQUAL, elsewhere),
     },
-    { label: "edge-redlock (fencing)", make: (elsewhere) => edgeRedlockOps(nodes, { fencing: true }, elsewhere) },
+    { label: "edge-redlock (fencing)", make: (elsewhere) => edgeRedlockOps(nodes, { fencing }, elsewhere) },
     { label: "@upstash/lock (defaults)", make: () => upstashLockOps(nodes[0]!) },
     {
       label: "@upstash/lock (equal)",

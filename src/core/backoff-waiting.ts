@@ -1,0 +1,118 @@
+/**
+ * Waiting by backoff alone: a fan-out to every node, and while the lock is held elsewhere (or too
+ * many nodes failed) another after a full-jitter delay, or the caller's `retryDelay`. The waiting
+ * strategy of the plain preset, `edge-redlock/core`; the default one waits in line instead
+ * (`waiting/`) and falls back to this schedule when its gate node is down.
+ * @module
+ */
+import { AcquireTimeoutError, ConfigurationError, InvalidArgumentError } from "../base/errors.js";
+import type { AttemptReport } from "../base/report.js";
+import { sleep } from "../base/signals.js";
+import { fullJitterDelay } from "./backoff.js";
+import type { Engine } from "./engine.js";
+import type { Lock, LockOperations } from "./lock.js";
+import { abortedError, attemptOnce, failureError } from "./operations/acquire.js";
+import { summary } from "./operations/summary.js";
+import { type AcquireRequest, MAX_DELAY_MS, type ResolvedOptions } from "./options.js";
+import type { WaitingStrategy } from "./waiting.js";
+
+/** Waiting by backoff alone (see the module's documentation). */
+export const backoffWaiting: WaitingStrategy = {
+  forClient: (engine) => ({
+    acquire: (request, maxAttempts, signal, operations) =>
+      acquireWithBackoff(engine, request, maxAttempts, signal, operations),
+  }),
+};
+
+async function acquireWithBackoff(
+  engine: Engine,
+  request: AcquireRequest,
+  maxAttempts: number,
+  signal: AbortSignal | undefined,
+  operations: LockOperations,
+): Promise<Lock> {
+  const o = request.options;
+  const reports: AttemptReport[] = [];
+  const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : o.clock.now() + o.acquireTimeoutMs;
+  for (let attempt = 1; ; attempt++) {
+    if (signal?.aborted) throw abortedError(request.resources, reports, signal.reason);
+    const result = await attemptOnce(engine, request, attempt, signal, operations);
+    reports.push(result.report);
+    if (result.lock) return result.lock;
+    stopAfter(request, result.report, reports, signal, attempt >= maxAttempts);
+    const delay = retryDelay(o, attempt, result.report, reports, request.resources);
+    if (o.clock.now() + delay >= deadline) throw acquireTimeout(request, reports);
+    try {
+      await sleep(delay, signal);
+    } catch (reason) {
+      throw abortedError(request.resources, reports, reason);
+    }
+  }
+}
+
+/**
+ * Throws when a refused attempt says stop: a node rejected its token, the caller's signal
+ * aborted, or (`last`) no attempts are left.
+ */
+export function stopAfter(
+  request: AcquireRequest,
+  report: AttemptReport,
+  reports: AttemptReport[],
+  signal: AbortSignal | undefined,
+  last: boolean,
+): void {
+  const rejected = report.nodes.find((n) => n.error instanceof ConfigurationError)?.error as
+    | ConfigurationError
+    | undefined;
+  if (rejected) throw withAttempts(rejected, reports);
+  if (signal?.aborted) throw abortedError(request.resources, reports, signal.reason);
+  if (last) throw failureError(request.resources, reports, request.options.quorum);
+}
+
+/** A node's `ConfigurationError` (it rejected its REST token), with the attempts made. */
+export function withAttempts(error: ConfigurationError, reports: AttemptReport[]): ConfigurationError {
+  return new ConfigurationError(error.message, {
+    node: error.node,
+    cause: error,
+    attempts: reports,
+    ...(error.status === undefined ? {} : { status: error.status }),
+  });
+}
+
+/** The acquire deadline passed: `AcquireTimeoutError`, with the attempts made. */
+export function acquireTimeout(request: AcquireRequest, reports: AttemptReport[]): AcquireTimeoutError {
+  const last = reports.at(-1);
+  const n = reports.length;
+  return new AcquireTimeoutError(
+    `could not acquire ${request.resources.join(", ")} within ${request.options.acquireTimeoutMs} ms (${n} attempt${n === 1 ? "" : "s"})${last ? `: ${summary(last)}` : ""}`,
+    reports,
+  );
+}
+
+/**
+ * The delay before the next fan-out after attempt number `attempt` failed: the caller's
+ * `retryDelay`, checked, or full-jitter backoff.
+ * @throws the failure of the attempts when `retryDelay` returns `null`.
+ */
+export function retryDelay(
+  o: ResolvedOptions,
+  attempt: number,
+  report: AttemptReport,
+  reports: AttemptReport[],
+  resources: readonly string[],
+): number {
+  if (!o.retryDelay) return fullJitterDelay(attempt, o.retryBaseDelayMs, o.retryMaxDelayMs, Math.random());
+  let delay: unknown;
+  try {
+    delay = o.retryDelay({ attempt, report });
+  } catch (cause) {
+    throw new ConfigurationError("the retryDelay option threw", { cause, attempts: reports });
+  }
+  if (delay === null) throw failureError(resources, reports, o.quorum);
+  if (typeof delay !== "number" || !Number.isFinite(delay) || delay < 0 || delay > MAX_DELAY_MS) {
+    throw new InvalidArgumentError(
+      `retryDelay must return null or a number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${String(delay)}`,
+    );
+  }
+  return delay;
+}

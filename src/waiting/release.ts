@@ -1,0 +1,136 @@
+/**
+ * The part waiting in line plays in a release (see `core/waiting.ts`): the gate node gets the
+ * gate's release script instead of the plain compare-and-`DEL`, and when the first in line of this
+ * isolate offered to take the lock over, every node's request hands it over (see
+ * `isolate/handoff.ts`).
+ * @module
+ */
+import type { NodeOutcome } from "../base/report.js";
+import type { Engine } from "../core/engine.js";
+import type { FanOut, TaskContext } from "../core/fanout.js";
+import { isFailure } from "../core/quorum.js";
+import { randomToken } from "../core/token.js";
+import type { ReleasePart, ReleaseRequest } from "../core/waiting.js";
+import { HandoffOutcomes } from "../isolate/handoff.js";
+import type { HotResources } from "../isolate/hot-resources.js";
+import { type GateRelease, gateIndex, handOverOnNode, hotKeyOf, type Place, releaseOnGate } from "./gate.js";
+
+/** How long a resource counts as contended after a release found waiters in line, in ms. */
+const HOT_AFTER_RELEASE_MS = 2000;
+
+/**
+ * The gate's part in the release of `request.keys`. The gate node also says how many wait in
+ * line: this client's next acquisition of the same resource then queues up behind them instead of
+ * jumping the line. A client that waited for this resource recently is likely to come back for
+ * it: its release takes a place at the back of the line in the same request, which saves that
+ * acquisition its first poll.
+ */
+export function releaseInLine(engine: Engine, hot: HotResources, request: ReleaseRequest): ReleasePart {
+  const { options: o, keys, token, lock } = request;
+  const hotKey = hotKeyOf(keys);
+  if (lock) hot.leave(hotKey, lock.token);
+  const gate = gateIndex(keys, engine.nodes.length);
+  // What the gate learns of the hold that ends: the TTL the keys were last set with, and how long
+  // before the grant the gate was ours (0 for a release by token: unknown).
+  const hold = { ttlMs: lock?.lastTtlMs ?? 0, gateLeadMs: lock?.gateLeadMs ?? 0 };
+  const requeue = hot.isHot(hotKey, o.clock.now())
+    ? { waiter: randomToken(), leaseMs: HOT_AFTER_RELEASE_MS }
+    : undefined;
+  let keep: (place: Place | undefined) => void = () => {};
+  if (requeue) hot.keepPlace(hotKey, new Promise((resolve) => (keep = resolve)), o.clock.now() + o.requestTimeoutMs);
+  const next = hot.claimHandoff(hotKey, keys);
+  const handoff = next && new HandoffOutcomes(next, engine.nodes.length);
+  let sentAt = o.clock.now();
+
+  const onGate = async (context: TaskContext) => {
+    let answer: GateRelease;
+    try {
+      const sending = releaseOnGate(engine.node(gate), keys, token, hold, context, requeue, next);
+      answer = await (handoff ? handoff.route(gate, sending, (r) => r.handedOver) : sending);
+    } catch (error) {
+      keep(undefined);
+      throw error;
+    }
+    const now = o.clock.now();
+    if (answer.waiting > 0 || answer.handedOver) hot.mark(hotKey, now, HOT_AFTER_RELEASE_MS);
+    // The first in line now, if it waits in this isolate, learns it without a poll.
+    if (answer.headTicket > 0) hot.turnOf(hotKey, answer.headTicket, answer.handedOver ? "first" : "free");
+    keep(requeue && answer.ticket > 0 ? placeOf(requeue, answer, now, now - sentAt) : undefined);
+    return answer.outcome;
+  };
+
+  return {
+    task: (i, context) => {
+      if (i === gate) return onGate(context);
+      if (!handoff) return undefined;
+      const sending = handOverOnNode(engine.node(i), keys, token, handoff.offer, context);
+      return handoff.route(i, sending, (r) => r.taken).then((r) => (r.released ? "released" : "not-held"));
+    },
+    sent: (at) => {
+      sentAt = at;
+      // The requests are on their way: the next holder's attempt counts from before they were sent.
+      handoff?.offer.accept(handoff.outcome, at);
+    },
+    decided: (outcomes, fan) => resendToGate(engine, request, hold, gate, outcomes, fan),
+  };
+}
+
+/**
+ * A gate that missed the release would keep the key until its TTL runs out, and its line would
+ * wait for it as for a holder that died while the other nodes are free: a release the gate failed
+ * or did not answer in time is sent to it once more, so that a dropped request costs a request,
+ * not the TTL. (Deadline: two request deadlines and a margin for the timers' delay.)
+ */
+function resendToGate(
+  engine: Engine,
+  request: ReleaseRequest,
+  hold: { ttlMs: number; gateLeadMs: number },
+  gate: number,
+  outcomes: readonly { readonly outcome: NodeOutcome["outcome"] }[],
+  fan: FanOut,
+): void {
+  const { options: o, resources, keys, token } = request;
+  const gateOutcome = (outcomes[gate] as { outcome: NodeOutcome["outcome"] }).outcome;
+  if (!isFailure(gateOutcome) && gateOutcome !== "pending") return;
+  // As a fan-out to the gate alone: the same deadline, abort and hooks as every request.
+  const again = () =>
+    engine.fan(
+      o,
+      "release",
+      resources,
+      {
+        yes: "released",
+        task: async (i, context) => (await releaseOnGate(engine.node(i), keys, token, hold, context)).outcome,
+      },
+      o.requestTimeoutMs,
+      [gate],
+    ).outcomes;
+  const settled = fan.outcomes.then((final) => (isFailure((final[gate] as NodeOutcome).outcome) ? again() : undefined));
+  engine.background.track(settled, 2 * o.requestTimeoutMs + 1000);
+}
+
+/** The place a release kept at the back of the line, as a poll from there would have described it. */
+function placeOf(requeue: { waiter: string; leaseMs: number }, answer: GateRelease, at: number, rttMs: number): Place {
+  return {
+    waiter: requeue.waiter,
+    ticket: answer.ticket,
+    at,
+    rttMs,
+    leaseMs: requeue.leaseMs,
+    answer: {
+      taken: false,
+      rank: answer.waiting,
+      // The lock is free at this moment: the first in line is about to take it.
+      pttlMs: -2,
+      freeInMs: 0,
+      releasedAgoMs: -1,
+      holdMs: answer.holdMs,
+      ticket: answer.ticket,
+      holdDeviationMs: answer.holdDeviationMs,
+      cycleMs: answer.cycleMs,
+      turns: answer.turns,
+      contested: false,
+      unreleasedTakes: 0,
+    },
+  };
+}
