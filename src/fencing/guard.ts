@@ -28,19 +28,19 @@ export const fencedWriteScript: Script = Object.freeze({
   name: "fenced-write",
   source: `local fence = tonumber(ARGV[1])
 if not fence or not string.match(ARGV[1], "^[1-9]%d*$") or fence > 9007199254740991 then
-  error("fenced-write: the fence must be a positive integer")
+error("fenced-write: the fence must be a positive integer")
 end
 local seen = redis.call("HGET", KEYS[1], "fence")
 if seen then
-  local last = tonumber(seen)
-  if fence < last or (fence == last and redis.call("HGET", KEYS[1], "token") ~= ARGV[2]) then
-    return {0, seen}
-  end
+local last = tonumber(seen)
+if fence < last or (fence == last and redis.call("HGET", KEYS[1], "token") ~= ARGV[2]) then
+return {0, seen}
+end
 end
 redis.call("HSET", KEYS[1], "fence", ARGV[1], "token", ARGV[2])
 redis.call("SET", KEYS[2], ARGV[3])
 return {1, ARGV[1]}`,
-  sha1: "7c862a4ce0d3b19665d81fd666af1d4ce8eb1a90",
+  sha1: "9038361652bcb1245758279fec496b421c011f20",
 });
 
 /**

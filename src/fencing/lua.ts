@@ -29,35 +29,35 @@ export const MAX_FENCE = Number.MAX_SAFE_INTEGER;
  * `canonical(text)`: whether text is a canonical integer in [0, 2^53 - 1].
  */
 export const FENCE_LUA_PRELUDE = `local function canonical(text)
-  if type(text) ~= "string" or #text > 16 then return false end
-  if text ~= "0" and not string.match(text, "^[1-9]%d*$") then return false end
-  return tonumber(text) <= 9007199254740991
+if type(text) ~= "string" or #text > 16 then return false end
+if text ~= "0" and not string.match(text, "^[1-9]%d*$") then return false end
+return tonumber(text) <= 9007199254740991
 end
 local function counter(field)
-  local text = redis.call("HGET", KEYS[3], field)
-  if not text then return 0, "0" end
-  if not canonical(text) then error("edge-redlock: corrupt fence counter") end
-  return tonumber(text), text
+local text = redis.call("HGET", KEYS[3], field)
+if not text then return 0, "0" end
+if not canonical(text) then error("edge-redlock: corrupt fence counter") end
+return tonumber(text), text
 end
 local function highest(fields)
-  local best, text = 0, "0"
-  for _, field in ipairs(fields) do
-    local n, t = counter(field)
-    if n > best then best, text = n, t end
-  end
-  return best, text
+local best, text = 0, "0"
+for _, field in ipairs(fields) do
+local n, t = counter(field)
+if n > best then best, text = n, t end
+end
+return best, text
 end
 local function health(fields)
-  local marker = redis.call("GET", KEYS[1])
-  if not marker then return "NO_MARKER", "" end
-  local state, id = string.match(marker, "^(%l+):(%x+)$")
-  if state ~= "ok" and state ~= "recovering" then error("edge-redlock: corrupt incarnation marker") end
-  if redis.call("EXISTS", KEYS[2]) == 1 then return "QUARANTINED", id end
-  if state == "recovering" then
-    for _, field in ipairs(fields) do
-      if redis.call("HGET", KEYS[4], field) ~= id then return "NEEDS_REPAIR", id end
-    end
-  end
-  return "OK", id
+local marker = redis.call("GET", KEYS[1])
+if not marker then return "NO_MARKER", "" end
+local state, id = string.match(marker, "^(%l+):(%x+)$")
+if state ~= "ok" and state ~= "recovering" then error("edge-redlock: corrupt incarnation marker") end
+if redis.call("EXISTS", KEYS[2]) == 1 then return "QUARANTINED", id end
+if state == "recovering" then
+for _, field in ipairs(fields) do
+if redis.call("HGET", KEYS[4], field) ~= id then return "NEEDS_REPAIR", id end
+end
+end
+return "OK", id
 end
 `;

@@ -79,7 +79,7 @@ describe("patched builds", () => {
 
   it("re-introduces the shortened-extension defect in extended()", () => {
     const [patch] = PATCHES["defect-extension"];
-    const patched = patch?.apply(src("lock.ts")) ?? "";
+    const patched = patch?.apply(src(patch.file)) ?? "";
     const body = (name: string) =>
       patched.slice(patched.indexOf(`  ${name}(`), patched.indexOf("\n  }\n", patched.indexOf(`  ${name}(`)));
     expect(body("extended")).toMatch(/if \(deadline > this\.#deadline\) this\.#deadline = deadline;/);
@@ -89,14 +89,14 @@ describe("patched builds", () => {
 
   it("builds a release script without the token comparison, with a matching SHA-1", () => {
     const [patch] = PATCHES["broken-release"];
-    const patched = patch?.apply(src("scripts/release.ts")) ?? "";
+    const patched = patch?.apply(src(patch.file)) ?? "";
     expect(patched).toContain("if true then");
     expect(patched).not.toContain(releaseScript.sha1);
   });
 
   it("gives the next holder of a hand-over the releasing holder's token, on every node", () => {
     const [patch] = PATCHES["shared-token"];
-    const patched = patch?.apply(src("operations/release.ts")) ?? "";
+    const patched = patch?.apply(src(patch.file)) ?? "";
     expect(patched).toContain("handOverOnNode(engine.node(i), keys, token, { ...handoff.offer, token }, context)");
     // The gate node: the waiter's token replaced by the releasing holder's in what the gate sets.
     expect(patched.includes("next && { ...next, token }") || patched.includes("token: token,")).toBe(true);
@@ -104,17 +104,17 @@ describe("patched builds", () => {
 
   it("keys the isolate's state by the nodes' display ids", () => {
     const [patch] = PATCHES["display-id"];
-    const patched = patch?.apply(src("hot-resources.ts")) ?? "";
+    const patched = patch?.apply(src(patch.file)) ?? "";
     const body = /export function nodeIdentity\([^)]*\)[^{]*\{([\s\S]*?)\n\}/.exec(patched)?.[1];
     expect(body?.trim()).toBe(`return \`rest \${node.id}\`;`);
   });
 
   it('joins the keys of a resource set with "\\n" and takes up any offer filed under that name', () => {
     const [gate, hot] = PATCHES["newline-hot-key"];
-    const patchedGate = gate?.apply(src("gate.ts")) ?? "";
+    const patchedGate = gate?.apply(src(gate.file)) ?? "";
     const body = /export function hotKeyOf\([^)]*\)[^{]*\{([\s\S]*?)\n\}/.exec(patchedGate)?.[1];
     expect(body?.trim()).toBe('return keys.join("\\n");');
-    expect(hot?.apply(src("hot-resources.ts"))).not.toMatch(/sameKeys\(offer\.keys/);
+    expect(hot?.apply(src(hot.file))).not.toMatch(/sameKeys\(offer\.keys/);
   });
 
   it("fails loudly when a patch target is gone", () => {

@@ -2,7 +2,9 @@
  * A lock carries the options it was acquired with for its whole life (per-call options included),
  * and offers a local check before a side effect.
  */
+
 import { describe, expect, it, vi } from "vitest";
+import { extendScript } from "../../src/core/scripts/extend.js";
 import { LockLostError, Redlock, type RedlockOptions } from "../../src/index.js";
 import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
 import { run, useFakeTime } from "./support/fake-time.js";
@@ -15,8 +17,7 @@ useFakeTime();
 
 /** Counts the extension scripts each node received. */
 function extensionsSent(node: FakeNode): number {
-  return node.log.filter((args) => args[0] === "EVALSHA" && args[1] === "3d87a00111ce9bb45c87f9c063d1dea3350475ee")
-    .length;
+  return node.log.filter((args) => args[0] === "EVALSHA" && args[1] === extendScript.sha1).length;
 }
 
 describe("per-call options reach the lock's later operations", () => {

@@ -94,7 +94,7 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
   ],
   "shared-token": [
     {
-      file: "core/operations/release.ts",
+      file: "waiting/release.ts",
       apply: (text) => {
         // The other nodes: the hand-over script compares the releasing holder's token and "sets"
         // the next holder's, which is now that same token.
@@ -106,7 +106,7 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
               replacement: "handOverOnNode(engine.node(i), keys, token, { ...handoff.offer, token }, context)",
             },
           ],
-          "operations/release.ts: handOverOnNode(engine.node(i), keys, token, handoff.offer, context)",
+          "waiting/release.ts: handOverOnNode(engine.node(i), keys, token, handoff.offer, context)",
         );
         // The gate node: its release script hands the keys over with `next.token`.
         return replaceOneOf(
@@ -114,21 +114,21 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
           [
             {
               pattern:
-                /releaseOnGate\(\s*engine\.node\(i\),\s*keys,\s*token,\s*hold,\s*context,\s*requeue,\s*next\s*\)/,
+                /releaseOnGate\(\s*engine\.node\((i|gate)\),\s*keys,\s*token,\s*hold,\s*context,\s*requeue,\s*next\s*\)/,
               replacement:
-                "releaseOnGate(engine.node(i), keys, token, hold, context, requeue, next && { ...next, token })",
+                "releaseOnGate(engine.node($1), keys, token, hold, context, requeue, next && { ...next, token })",
             },
             // Before the pass-on was removed: `to.token` was the waiter's unless passing on.
             { pattern: /token: passOn === undefined \? next\.token : token,/, replacement: "token: token," },
           ],
-          "operations/release.ts: the next holder's token in releaseOnGate's `next`",
+          "waiting/release.ts: the next holder's token in releaseOnGate's `next`",
         );
       },
     },
   ],
   "display-id": [
     {
-      file: "isolate/hot-resources.ts",
+      file: "core/identity.ts",
       apply: (text) =>
         replaceOneOf(
           text,
@@ -139,7 +139,7 @@ export const PATCHES: Readonly<Record<Exclude<BuildVariant, "src">, readonly Pat
                 `export function nodeIdentity(${node}${params})${returns}{\n  return \`rest \${${node}.id}\`;\n}`,
             },
           ],
-          "hot-resources.ts: the body of nodeIdentity(node, config)",
+          "core/identity.ts: the body of nodeIdentity(node, config)",
         ),
     },
   ],

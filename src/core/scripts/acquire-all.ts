@@ -9,13 +9,13 @@ import type { Script } from "./script.js";
 export const acquireAllScript: Script = Object.freeze({
   name: "acquire-all",
   source: `for _, key in ipairs(KEYS) do
-  if redis.call("EXISTS", key) == 1 then
-    return 0
-  end
+if redis.call("EXISTS", key) == 1 then
+return 0
+end
 end
 for _, key in ipairs(KEYS) do
-  redis.call("SET", key, ARGV[1], "PX", ARGV[2])
+redis.call("SET", key, ARGV[1], "PX", ARGV[2])
 end
 return 1`,
-  sha1: "2852b87c6777414325ecd80e2c2553dbf22b3d70",
+  sha1: "19fb93ac21e73ce368b584c39bc4ea26137b10b3",
 });

@@ -14,10 +14,10 @@ import type { Script } from "./script.js";
 export const clusterScript: Script = Object.freeze({
   name: "cluster",
   source: `if ARGV[2] == "reset" then
-  redis.call("SET", KEYS[1], ARGV[1])
+redis.call("SET", KEYS[1], ARGV[1])
 else
-  redis.call("SET", KEYS[1], ARGV[1], "NX")
+redis.call("SET", KEYS[1], ARGV[1], "NX")
 end
 return redis.call("GET", KEYS[1])`,
-  sha1: "2ac7554b5e91f0b12de9bba3276f3eb53fa388d8",
+  sha1: "6e3f71b211bde8319f008e93466bbab51be7ff95",
 });

@@ -9,13 +9,13 @@ import type { Script } from "./script.js";
 export const extendScript: Script = Object.freeze({
   name: "extend",
   source: `for _, key in ipairs(KEYS) do
-  if redis.call("GET", key) ~= ARGV[1] then
-    return 0
-  end
+if redis.call("GET", key) ~= ARGV[1] then
+return 0
+end
 end
 for _, key in ipairs(KEYS) do
-  redis.call("PEXPIRE", key, ARGV[2])
+redis.call("PEXPIRE", key, ARGV[2])
 end
 return 1`,
-  sha1: "3d87a00111ce9bb45c87f9c063d1dea3350475ee",
+  sha1: "caa699cba4eb4ce379e40a92035ff80e6ab70bc0",
 });

@@ -10,10 +10,10 @@ export const releaseScript: Script = Object.freeze({
   name: "release",
   source: `local deleted = 0
 for _, key in ipairs(KEYS) do
-  if redis.call("GET", key) == ARGV[1] then
-    deleted = deleted + redis.call("DEL", key)
-  end
+if redis.call("GET", key) == ARGV[1] then
+deleted = deleted + redis.call("DEL", key)
+end
 end
 return deleted`,
-  sha1: "349f008619acc109aa2e6575eb25fc675d525628",
+  sha1: "afbf0e0869ac96e028e85b702fd7f2ad76750e0c",
 });

@@ -9,14 +9,14 @@ export const verifyScript: Script = Object.freeze({
   name: "verify",
   source: `local least = -1
 for _, key in ipairs(KEYS) do
-  if redis.call("GET", key) ~= ARGV[1] then
-    return -1
-  end
-  local pttl = redis.call("PTTL", key)
-  if least == -1 or pttl < least then
-    least = pttl
-  end
+if redis.call("GET", key) ~= ARGV[1] then
+return -1
+end
+local pttl = redis.call("PTTL", key)
+if least == -1 or pttl < least then
+least = pttl
+end
 end
 return least`,
-  sha1: "b963d0ad3063da807ce6355e83cb6b49ded88642",
+  sha1: "3db8976c57cee298391a0b94f3c2158aabc67553",
 });

@@ -30,12 +30,12 @@ local status, id = health(fields)
 if status ~= "OK" then return {status, "0", id} end
 local _, fence = highest(fields)
 for i = 5, #KEYS do
-  local holder = redis.call("GET", KEYS[i])
-  if holder and holder ~= ARGV[1] then return {"BUSY", fence, id} end
+local holder = redis.call("GET", KEYS[i])
+if holder and holder ~= ARGV[1] then return {"BUSY", fence, id} end
 end
 for i = 5, #KEYS do
-  redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
+redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
 end
 return {"OK", fence, id}`,
-  sha1: "efb3b626c713a4470b936783a37c9e5d668acfbd",
+  sha1: "b5cf2cd36f3cb1ac67b52af334049fa78932a52c",
 });

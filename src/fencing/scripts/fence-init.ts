@@ -16,10 +16,10 @@ export const fenceInitScript: Script = Object.freeze({
   source: `if not string.match(ARGV[1], "^%x+$") then error("edge-redlock: invalid incarnation id") end
 local marker = redis.call("GET", KEYS[1])
 if marker then
-  local _, id = string.match(marker, "^(%l+):(%x+)$")
-  return {"PRESENT", "0", id or ""}
+local _, id = string.match(marker, "^(%l+):(%x+)$")
+return {"PRESENT", "0", id or ""}
 end
 redis.call("SET", KEYS[1], "ok:" .. ARGV[1])
 return {"INITIALIZED", "0", ARGV[1]}`,
-  sha1: "055198ecdede8cb8b82e6b550673f943b44f03c2",
+  sha1: "9ffb7c0228cfb93b0cf3a4b4a5cf4733bd01c1ac",
 });

@@ -21,11 +21,11 @@ export const fenceQuarantineScript: Script = Object.freeze({
   source: `if not string.match(ARGV[1], "^%x+$") then error("edge-redlock: invalid incarnation id") end
 local marker = redis.call("GET", KEYS[1])
 if marker then
-  local _, id = string.match(marker, "^(%l+):(%x+)$")
-  return {"PRESENT", "0", id or ""}
+local _, id = string.match(marker, "^(%l+):(%x+)$")
+return {"PRESENT", "0", id or ""}
 end
 redis.call("SET", KEYS[1], "recovering:" .. ARGV[1])
 redis.call("SET", KEYS[2], ARGV[1], "PX", ARGV[2])
 return {"QUARANTINED", "0", ARGV[1]}`,
-  sha1: "ee313c7e232e2c5e8ed06cf6c9b47813072bb9bb",
+  sha1: "3760773f7562dd72fb0984bbb2cb55aed5d6d67d",
 });

@@ -34,12 +34,12 @@ local status, id = health(fields)
 if status ~= "OK" then return {status, "0", id} end
 local best, fence = highest(fields)
 for i = 5, #KEYS do
-  if redis.call("GET", KEYS[i]) ~= ARGV[1] then return {"LOST", fence, id} end
+if redis.call("GET", KEYS[i]) ~= ARGV[1] then return {"LOST", fence, id} end
 end
 if best >= tonumber(ARGV[2]) then return {"NACK", fence, id} end
 for _, field in ipairs(fields) do
-  redis.call("HSET", KEYS[3], field, ARGV[2])
+redis.call("HSET", KEYS[3], field, ARGV[2])
 end
 return {"ACK", ARGV[2], id}`,
-  sha1: "b9a720557d7fc05482620bba0c603709599bad80",
+  sha1: "2b89fa292f726c0e1aebd4623f2d9341952faa08",
 });

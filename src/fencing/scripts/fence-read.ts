@@ -20,5 +20,5 @@ export const fenceReadScript: Script = Object.freeze({
 if status ~= "OK" then return {status, "0", id} end
 local _, fence = highest(ARGV)
 return {"OK", fence, id}`,
-  sha1: "dd739f2ebb418d1d936484f7c7fd910d6a9e1c10",
+  sha1: "67e7cf76921f53f22e9b95e9b89e7128b27cf628",
 });

@@ -30,9 +30,9 @@ if marker ~= "recovering:" .. ARGV[1] then return {"STALE", "0", current} end
 if redis.call("EXISTS", KEYS[2]) == 1 then return {"QUARANTINED", "0", current} end
 local floor = tonumber(ARGV[2])
 for i = 3, #ARGV do
-  if counter(ARGV[i]) < floor then redis.call("HSET", KEYS[3], ARGV[i], ARGV[2]) end
-  redis.call("HSET", KEYS[4], ARGV[i], ARGV[1])
+if counter(ARGV[i]) < floor then redis.call("HSET", KEYS[3], ARGV[i], ARGV[2]) end
+redis.call("HSET", KEYS[4], ARGV[i], ARGV[1])
 end
 return {"REPAIRED", ARGV[2], current}`,
-  sha1: "54ea99c44581752d8196207f4d010871eca09755",
+  sha1: "570dd69339ed45346fba583375689477f99cd4e2",
 });

@@ -53,9 +53,9 @@ local ttl = tonumber(ARGV[3])
 local left = redis.call("PTTL", KEYS[1])
 local deleted = 0
 for i = 1, n do
-  if redis.call("GET", KEYS[i]) == ARGV[1] then
-    deleted = deleted + redis.call("DEL", KEYS[i])
-  end
+if redis.call("GET", KEYS[i]) == ARGV[1] then
+deleted = deleted + redis.call("DEL", KEYS[i])
+end
 end
 local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -65,104 +65,104 @@ local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
 local held = ttl - left
 local took = tonumber(redis.call("HGET", stats, "took") or "0")
 if took > 0 and now - took > held then
-  held = now - took
+held = now - took
 end
 local lead = tonumber(ARGV[6]) or 0
 if lead > 0 and lead < held then
-  held = held - lead
+held = held - lead
 end
 if deleted > 0 and left > 0 and left <= ttl and redis.call("HGET", stats, "taker") == ARGV[1] then
-  local dev = tonumber(redis.call("HGET", stats, "dev") or "0")
-  if hold == 0 then
-    hold = held
-    dev = 0
-  else
-    dev = math.floor((3 * dev + math.abs(held - hold)) / 4)
-    if held < hold then
-      hold = math.floor((hold + held) / 2)
-    else
-      hold = math.floor((3 * hold + held) / 4)
-    end
-  end
-  redis.call("HSET", stats, "hold", hold, "dev", dev, "ttl", ttl)
-  if lead > 0 then
-    local average = tonumber(redis.call("HGET", stats, "lead") or "0")
-    if average > 0 then
-      lead = math.floor((3 * average + lead) / 4)
-    end
-    redis.call("HSET", stats, "lead", lead)
-  end
+local dev = tonumber(redis.call("HGET", stats, "dev") or "0")
+if hold == 0 then
+hold = held
+dev = 0
+else
+dev = math.floor((3 * dev + math.abs(held - hold)) / 4)
+if held < hold then
+hold = math.floor((hold + held) / 2)
+else
+hold = math.floor((3 * hold + held) / 4)
+end
+end
+redis.call("HSET", stats, "hold", hold, "dev", dev, "ttl", ttl)
+if lead > 0 then
+local average = tonumber(redis.call("HGET", stats, "lead") or "0")
+if average > 0 then
+lead = math.floor((3 * average + lead) / 4)
+end
+redis.call("HSET", stats, "lead", lead)
+end
 end
 if deleted > 0 and (waiting > 0 or redis.call("EXISTS", stats) == 1) then
-  local cycle = tonumber(redis.call("HGET", stats, "cycle") or "0")
-  local contended = tonumber(redis.call("HGET", stats, "contended") or "0")
-  if contended > 0 and now > contended then
-    if cycle == 0 then
-      cycle = now - contended
-    else
-      cycle = math.floor((3 * cycle + now - contended) / 4)
-    end
-  end
-  if waiting == 0 then
-    contended = 0
-  else
-    contended = now
-  end
-  redis.call("HSET", stats, "released", now, "cycle", cycle, "contended", contended)
-  redis.call("HINCRBY", stats, "turns", 1)
-  redis.call("PEXPIRE", stats, 600000)
+local cycle = tonumber(redis.call("HGET", stats, "cycle") or "0")
+local contended = tonumber(redis.call("HGET", stats, "contended") or "0")
+if contended > 0 and now > contended then
+if cycle == 0 then
+cycle = now - contended
+else
+cycle = math.floor((3 * cycle + now - contended) / 4)
+end
+end
+if waiting == 0 then
+contended = 0
+else
+contended = now
+end
+redis.call("HSET", stats, "released", now, "cycle", cycle, "contended", contended)
+redis.call("HINCRBY", stats, "turns", 1)
+redis.call("PEXPIRE", stats, 600000)
 end
 local handed = 0
 local ahead = waiting
 if ARGV[7] and ARGV[7] ~= "" then
-  local stale = redis.call("ZRANGEBYSCORE", KEYS[n + 2], "-inf", now)
-  for _, w in ipairs(stale) do
-    redis.call("ZREM", KEYS[n + 1], w)
-  end
-  redis.call("ZREMRANGEBYSCORE", KEYS[n + 2], "-inf", now)
-  local rank = redis.call("ZRANK", KEYS[n + 1], ARGV[9])
-  local free = rank == 0 or (not rank and redis.call("ZCARD", KEYS[n + 1]) == 0)
-  for i = 1, n do
-    if free and redis.call("EXISTS", KEYS[i]) == 1 then
-      free = false
-    end
-  end
-  if free then
-    for i = 1, n do
-      redis.call("SET", KEYS[i], ARGV[7], "PX", ARGV[8])
-    end
-    redis.call("ZREM", KEYS[n + 1], ARGV[9])
-    redis.call("ZREM", KEYS[n + 2], ARGV[9])
-    redis.call("HSET", stats, "released", 0, "taker", ARGV[7], "took", now, "unreleased", 0, "polled", 0)
-    redis.call("PEXPIRE", stats, 600000)
-    handed = 1
-    if rank then
-      ahead = waiting - 1
-    end
-  end
+local stale = redis.call("ZRANGEBYSCORE", KEYS[n + 2], "-inf", now)
+for _, w in ipairs(stale) do
+redis.call("ZREM", KEYS[n + 1], w)
+end
+redis.call("ZREMRANGEBYSCORE", KEYS[n + 2], "-inf", now)
+local rank = redis.call("ZRANK", KEYS[n + 1], ARGV[9])
+local free = rank == 0 or (not rank and redis.call("ZCARD", KEYS[n + 1]) == 0)
+for i = 1, n do
+if free and redis.call("EXISTS", KEYS[i]) == 1 then
+free = false
+end
+end
+if free then
+for i = 1, n do
+redis.call("SET", KEYS[i], ARGV[7], "PX", ARGV[8])
+end
+redis.call("ZREM", KEYS[n + 1], ARGV[9])
+redis.call("ZREM", KEYS[n + 2], ARGV[9])
+redis.call("HSET", stats, "released", 0, "taker", ARGV[7], "took", now, "unreleased", 0, "polled", 0)
+redis.call("PEXPIRE", stats, 600000)
+handed = 1
+if rank then
+ahead = waiting - 1
+end
+end
 end
 local ticket = 0
 if deleted > 0 and waiting > 0 and ARGV[4] and ARGV[4] ~= "" then
-  ticket = redis.call("HINCRBY", stats, "seq", 1)
-  redis.call("ZADD", KEYS[n + 1], ticket, ARGV[4])
-  redis.call("ZADD", KEYS[n + 2], now + tonumber(ARGV[5]), ARGV[4])
-  local keep = tonumber(ARGV[5]) + 1000
-  for _, key in ipairs({KEYS[n + 1], KEYS[n + 2]}) do
-    if redis.call("PTTL", key) < keep then
-      redis.call("PEXPIRE", key, keep)
-    end
-  end
+ticket = redis.call("HINCRBY", stats, "seq", 1)
+redis.call("ZADD", KEYS[n + 1], ticket, ARGV[4])
+redis.call("ZADD", KEYS[n + 2], now + tonumber(ARGV[5]), ARGV[4])
+local keep = tonumber(ARGV[5]) + 1000
+for _, key in ipairs({KEYS[n + 1], KEYS[n + 2]}) do
+if redis.call("PTTL", key) < keep then
+redis.call("PEXPIRE", key, keep)
+end
+end
 end
 local head = 0
 if deleted > 0 then
-  local first = redis.call("ZRANGE", KEYS[n + 1], 0, 0, "WITHSCORES")
-  if first[1] and tonumber(redis.call("ZSCORE", KEYS[n + 2], first[1]) or "0") > now then
-    head = tonumber(first[2])
-  end
+local first = redis.call("ZRANGE", KEYS[n + 1], 0, 0, "WITHSCORES")
+if first[1] and tonumber(redis.call("ZSCORE", KEYS[n + 2], first[1]) or "0") > now then
+head = tonumber(first[2])
+end
 end
 local function stat(field)
-  return tonumber(redis.call("HGET", stats, field) or "0")
+return tonumber(redis.call("HGET", stats, field) or "0")
 end
 return {deleted, ahead, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns"), handed, head}`,
-  sha1: "190c7036f84663eeef3a9aa1722b4fdbbdfc6864",
+  sha1: "cbe168f1a9f2ebb6dd1d983cc5ad2ea13f190064",
 });

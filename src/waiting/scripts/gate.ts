@@ -67,39 +67,39 @@ local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local stale = redis.call("ZRANGEBYSCORE", leases, "-inf", now)
 for _, w in ipairs(stale) do
-  redis.call("ZREM", queue, w)
+redis.call("ZREM", queue, w)
 end
 redis.call("ZREMRANGEBYSCORE", leases, "-inf", now)
 if mode == "leave" then
-  redis.call("ZREM", queue, waiter)
-  redis.call("ZREM", leases, waiter)
-  for i = 1, n do
-    if redis.call("GET", KEYS[i]) == ARGV[3] then
-      redis.call("DEL", KEYS[i])
-    end
-  end
-  return {0, -1, -2, 0, 0, 0, 0, 0, 0, 0, 0}
+redis.call("ZREM", queue, waiter)
+redis.call("ZREM", leases, waiter)
+for i = 1, n do
+if redis.call("GET", KEYS[i]) == ARGV[3] then
+redis.call("DEL", KEYS[i])
+end
+end
+return {0, -1, -2, 0, 0, 0, 0, 0, 0, 0, 0}
 end
 local pttl = -2
 local held = 0
 for i = 1, n do
-  local p = redis.call("PTTL", KEYS[i])
-  if p ~= -2 then
-    held = held + 1
-    if p == -1 or p > pttl then
-      pttl = p
-    end
-  end
+local p = redis.call("PTTL", KEYS[i])
+if p ~= -2 then
+held = held + 1
+if p == -1 or p > pttl then
+pttl = p
+end
+end
 end
 local contested = 0
 local foreign = tonumber(redis.call("HGET", stats, "foreign") or "0")
 if held > 0 and held < n then
-  foreign = now
-  redis.call("HSET", stats, "foreign", now)
-  redis.call("PEXPIRE", stats, 600000)
+foreign = now
+redis.call("HSET", stats, "foreign", now)
+redis.call("PEXPIRE", stats, 600000)
 end
 if foreign > 0 and now - foreign < 2000 then
-  contested = 1
+contested = 1
 end
 local hold = tonumber(redis.call("HGET", stats, "hold") or "0")
 local ttl = tonumber(redis.call("HGET", stats, "ttl") or "0")
@@ -110,73 +110,73 @@ local turns = tonumber(redis.call("HGET", stats, "turns") or "0")
 local unreleased = tonumber(redis.call("HGET", stats, "unreleased") or "0")
 local ticket = tonumber(redis.call("ZSCORE", queue, waiter) or "0")
 if ticket == 0 then
-  ticket = tonumber(ARGV[7])
-  if ticket <= 0 then
-    ticket = redis.call("HINCRBY", stats, "seq", 1)
-    redis.call("PEXPIRE", stats, 600000)
-  end
-  redis.call("ZADD", queue, ticket, waiter)
+ticket = tonumber(ARGV[7])
+if ticket <= 0 then
+ticket = redis.call("HINCRBY", stats, "seq", 1)
+redis.call("PEXPIRE", stats, 600000)
+end
+redis.call("ZADD", queue, ticket, waiter)
 end
 local rank = redis.call("ZRANK", queue, waiter)
 local took = tonumber(redis.call("HGET", stats, "took") or "0")
 local freed = released
 if freed == 0 and took > 0 and hold > 0 then
-  freed = took + hold
+freed = took + hold
 end
 local late = freed > 0 and now - freed > math.max(20, math.floor(hold / 2))
 if (mode == "take" or mode == "aim") and pttl == -2 and (rank == 0 or late) then
-  for i = 1, n do
-    redis.call("SET", KEYS[i], ARGV[3], "PX", ARGV[4])
-  end
-  redis.call("ZREM", queue, waiter)
-  redis.call("ZREM", leases, waiter)
-  local ago = -1
-  if released > 0 then
-    ago = now - released
-  end
-  local streak = 0
-  if released == 0 and took > 0 then
-    streak = unreleased + 1
-  end
-  local polled = 1
-  if mode == "aim" then
-    polled = 0
-  end
-  redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "took", now, "unreleased", streak, "polled", polled)
-  redis.call("PEXPIRE", stats, 600000)
-  return {1, 0, -2, ago, hold, ticket, dev, cycle, turns, 0, streak}
+for i = 1, n do
+redis.call("SET", KEYS[i], ARGV[3], "PX", ARGV[4])
+end
+redis.call("ZREM", queue, waiter)
+redis.call("ZREM", leases, waiter)
+local ago = -1
+if released > 0 then
+ago = now - released
+end
+local streak = 0
+if released == 0 and took > 0 then
+streak = unreleased + 1
+end
+local polled = 1
+if mode == "aim" then
+polled = 0
+end
+redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "took", now, "unreleased", streak, "polled", polled)
+redis.call("PEXPIRE", stats, 600000)
+return {1, 0, -2, ago, hold, ticket, dev, cycle, turns, 0, streak}
 end
 redis.call("ZADD", leases, now + tonumber(ARGV[5]), waiter)
 local keep = tonumber(ARGV[5]) + 1000
 for _, key in ipairs({queue, leases}) do
-  if redis.call("PTTL", key) < keep then
-    redis.call("PEXPIRE", key, keep)
-  end
+if redis.call("PTTL", key) < keep then
+redis.call("PEXPIRE", key, keep)
+end
 end
 local freeIn = 0
 if pttl ~= -2 then
-  freeIn = pttl
-  local elapsed = -1
-  if ttl > 0 and pttl <= ttl then
-    elapsed = ttl - pttl
-  end
-  local byTaker = took > 0 and redis.call("GET", KEYS[1]) == redis.call("HGET", stats, "taker")
-  if byTaker and now - took > elapsed then
-    elapsed = now - took
-  end
-  if hold > 0 and pttl > 0 and elapsed >= 0 then
-    local predicted = hold - elapsed
-    if byTaker and redis.call("HGET", stats, "polled") == "1" then
-      predicted = predicted + tonumber(redis.call("HGET", stats, "lead") or "0")
-    end
-    if predicted < 0 or (byTaker and unreleased > 0) then
-      predicted = 0
-    end
-    if predicted < pttl then
-      freeIn = predicted
-    end
-  end
+freeIn = pttl
+local elapsed = -1
+if ttl > 0 and pttl <= ttl then
+elapsed = ttl - pttl
+end
+local byTaker = took > 0 and redis.call("GET", KEYS[1]) == redis.call("HGET", stats, "taker")
+if byTaker and now - took > elapsed then
+elapsed = now - took
+end
+if hold > 0 and pttl > 0 and elapsed >= 0 then
+local predicted = hold - elapsed
+if byTaker and redis.call("HGET", stats, "polled") == "1" then
+predicted = predicted + tonumber(redis.call("HGET", stats, "lead") or "0")
+end
+if predicted < 0 or (byTaker and unreleased > 0) then
+predicted = 0
+end
+if predicted < pttl then
+freeIn = predicted
+end
+end
 end
 return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested, 0}`,
-  sha1: "bb0ce1c7b4dc93870eddbdef94b32e5e7b28aee3",
+  sha1: "7706bd108610e8569caebf1bf1baadcf48e15601",
 });

@@ -17,18 +17,18 @@ export const handOverScript: Script = Object.freeze({
   name: "hand-over",
   source: `local deleted = 0
 for _, key in ipairs(KEYS) do
-  if redis.call("GET", key) == ARGV[1] then
-    deleted = deleted + redis.call("DEL", key)
-  end
+if redis.call("GET", key) == ARGV[1] then
+deleted = deleted + redis.call("DEL", key)
+end
 end
 for _, key in ipairs(KEYS) do
-  if redis.call("EXISTS", key) == 1 then
-    return {deleted, 0}
-  end
+if redis.call("EXISTS", key) == 1 then
+return {deleted, 0}
+end
 end
 for _, key in ipairs(KEYS) do
-  redis.call("SET", key, ARGV[2], "PX", ARGV[3])
+redis.call("SET", key, ARGV[2], "PX", ARGV[3])
 end
 return {deleted, 1}`,
-  sha1: "d9dce0b3c82489e2c109d27115f9fb95911a7253",
+  sha1: "4fed1981faad764b4d7e051e71f1b697ab444115",
 });
