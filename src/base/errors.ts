@@ -19,6 +19,7 @@ export type RedlockErrorCode =
   | "EXTENSION_LIMIT"
   | "LOCK_LOST"
   | "NODE_ERROR"
+  | "REQUEST_BUDGET"
   | "FENCING_UNINITIALIZED"
   | "FENCING_INIT_REFUSED";
 
@@ -103,6 +104,23 @@ export class AcquireTimeoutError extends RedlockError {
   }
 }
 
+/**
+ * Going on would send more requests than `requestBudget` allows one `acquire()` (its lock's
+ * release included): the call gave up, with the lock still held elsewhere or the nodes failing,
+ * rather than leave the request without subrequests for its own release (Workers count them).
+ */
+export class RequestBudgetError extends RedlockError {
+  /** The budget: `requestBudget`. */
+  readonly budget: number;
+  /** Requests the call sent. */
+  readonly sent: number;
+  constructor(message: string, attempts: readonly AttemptReport[], budget: number, sent: number) {
+    super("REQUEST_BUDGET", message, { attempts });
+    this.budget = budget;
+    this.sent = sent;
+  }
+}
+
 /** The caller's AbortSignal fired. `cause` is the signal's reason. */
 export class AbortedError extends RedlockError {
   constructor(message: string, attempts: readonly AttemptReport[], cause: unknown) {
@@ -174,6 +192,7 @@ export interface RedlockErrorByCode {
   EXTENSION_LIMIT: ExtensionLimitError;
   LOCK_LOST: LockLostError;
   NODE_ERROR: NodeError;
+  REQUEST_BUDGET: RequestBudgetError;
   FENCING_UNINITIALIZED: FencingError;
   FENCING_INIT_REFUSED: FencingError;
 }

@@ -5,7 +5,7 @@
  * (`waiting/`) and falls back to this schedule when its gate node is down.
  * @module
  */
-import { AcquireTimeoutError, ConfigurationError, InvalidArgumentError } from "../base/errors.js";
+import { AcquireTimeoutError, ConfigurationError, InvalidArgumentError, RequestBudgetError } from "../base/errors.js";
 import type { AttemptReport } from "../base/report.js";
 import { sleep } from "../base/signals.js";
 import { fullJitterDelay } from "./backoff.js";
@@ -36,6 +36,8 @@ async function acquireWithBackoff(
   const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : o.clock.now() + o.acquireTimeoutMs;
   for (let attempt = 1; ; attempt++) {
     if (signal?.aborted) throw abortedError(request.resources, reports, signal.reason);
+    const sent = request.meter?.sent ?? requestsOf(reports);
+    checkBudget(request, reports, sent, attemptCost(request, engine.nodes.length), engine.nodes.length);
     const result = await attemptOnce(engine, request, attempt, signal, operations);
     reports.push(result.report);
     if (result.lock) return result.lock;
@@ -67,6 +69,39 @@ export function stopAfter(
   if (rejected) throw withAttempts(rejected, reports);
   if (signal?.aborted) throw abortedError(request.resources, reports, signal.reason);
   if (last) throw failureError(request.resources, reports, request.options.quorum);
+}
+
+/** Requests one attempt may send: one per node, two phases of them when fenced. */
+export function attemptCost(request: AcquireRequest, nodeCount: number): number {
+  return request.options.fencing ? 2 * nodeCount : nodeCount;
+}
+
+/** Requests the attempts of `reports` sent. */
+export function requestsOf(reports: readonly AttemptReport[]): number {
+  let sent = 0;
+  for (const report of reports) sent += report.requests;
+  return sent;
+}
+
+/**
+ * Throws a `RequestBudgetError` when sending `next` more requests, after the `sent` ones, would
+ * leave fewer than the release of the lock needs (one per node) within `requestBudget`.
+ */
+export function checkBudget(
+  request: AcquireRequest,
+  reports: AttemptReport[],
+  sent: number,
+  next: number,
+  nodeCount: number,
+): void {
+  const budget = request.options.requestBudget;
+  if (sent + next + nodeCount <= budget) return;
+  throw new RequestBudgetError(
+    `acquiring ${request.resources.join(", ")} gave up after ${sent} requests: going on would pass the requestBudget of ${budget} (${nodeCount} kept for the release)`,
+    reports,
+    budget,
+    sent,
+  );
 }
 
 /** A node's `ConfigurationError` (it rejected its REST token), with the attempts made. */
@@ -101,6 +136,18 @@ export function retryDelay(
   reports: AttemptReport[],
   resources: readonly string[],
 ): number {
+  const delay = policyDelay(o, attempt, report, reports);
+  if (delay === null) throw failureError(resources, reports, o.quorum);
+  return delay;
+}
+
+/** The retry policy's delay after attempt number `attempt` failed, or `null` when it says stop. */
+export function policyDelay(
+  o: ResolvedOptions,
+  attempt: number,
+  report: AttemptReport,
+  reports: AttemptReport[],
+): number | null {
   if (!o.retryDelay) return fullJitterDelay(attempt, o.retryBaseDelayMs, o.retryMaxDelayMs, Math.random());
   let delay: unknown;
   try {
@@ -108,7 +155,7 @@ export function retryDelay(
   } catch (cause) {
     throw new ConfigurationError("the retryDelay option threw", { cause, attempts: reports });
   }
-  if (delay === null) throw failureError(resources, reports, o.quorum);
+  if (delay === null) return null;
   if (typeof delay !== "number" || !Number.isFinite(delay) || delay < 0 || delay > MAX_DELAY_MS) {
     throw new InvalidArgumentError(
       `retryDelay must return null or a number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${String(delay)}`,

@@ -9,7 +9,7 @@
 import type { Clock } from "../base/clock.js";
 import { ConfigurationError, ValidityExhaustedError } from "../base/errors.js";
 import type { RedisNode } from "../transport/rest.js";
-import { fanOut } from "./fanout.js";
+import { fanOut, type RequestMeter } from "./fanout.js";
 import { type ClusterResetResult, clusterFingerprint, keptOnNode, refusal, serverName } from "./fingerprint.js";
 import type { Lock } from "./lock.js";
 import type { ResolvedOptions } from "./options.js";
@@ -49,8 +49,13 @@ export class Cluster {
    * cut short an acquisition waiting in line; its own limits end it.
    * @throws {ConfigurationError} a node keeps another cluster's fingerprint.
    */
-  async acquire(o: ResolvedOptions, signal: AbortSignal | undefined, acquire: () => Promise<Lock>): Promise<Lock> {
-    const checking = this.#check(o, signal);
+  async acquire(
+    o: ResolvedOptions,
+    signal: AbortSignal | undefined,
+    meter: RequestMeter | undefined,
+    acquire: () => Promise<Lock>,
+  ): Promise<Lock> {
+    const checking = this.#check(o, signal, meter);
     if (checking === undefined) return acquire();
     checking.catch(() => undefined);
     let lock: Lock;
@@ -74,7 +79,7 @@ export class Cluster {
    * for a dead node would hold up every grant of an outage, and it could not tell). Before, every
    * answer is awaited up to the deadline, so that a slow shared node can still refuse.
    */
-  #check(o: ResolvedOptions, signal: AbortSignal | undefined): Promise<void> | undefined {
+  #check(o: ResolvedOptions, signal: AbortSignal | undefined, meter?: RequestMeter): Promise<void> | undefined {
     const known = this.#known(o);
     const missing: number[] = [];
     for (let i = 0; i < this.#nodes.length; i++) if (!known.confirmed[i]) missing.push(i);
@@ -84,10 +89,10 @@ export class Cluster {
       if (known.recheckUntil > now) return undefined;
       known.recheckUntil = now + o.requestTimeoutMs;
       // A refusal found here clears the confirmations: the next acquisition waits for it.
-      void this.#ask(o, missing, "check", undefined);
+      void this.#ask(o, missing, "check", undefined, meter);
       return undefined;
     }
-    return this.#ask(o, missing, "check", signal).then(({ refusal }) => {
+    return this.#ask(o, missing, "check", signal, meter).then(({ refusal }) => {
       if (refusal !== undefined) throw refusal;
     });
   }
@@ -113,7 +118,13 @@ export class Cluster {
   }
 
   /** Check (or reset) `indices`; a check records who confirmed, or clears them all and makes the refusal. */
-  async #ask(o: ResolvedOptions, indices: number[], mode: "check" | "reset", signal: AbortSignal | undefined) {
+  async #ask(
+    o: ResolvedOptions,
+    indices: number[],
+    mode: "check" | "reset",
+    signal: AbortSignal | undefined,
+    meter?: RequestMeter,
+  ) {
     const foreign: { index: number; kept: string }[] = [];
     const yes = mode === "check" ? "verified" : "initialized";
     const outcomes = await fanOut({
@@ -123,6 +134,7 @@ export class Cluster {
       timeoutMs: o.requestTimeoutMs,
       clock: o.clock,
       signal,
+      meter,
       task: async (j, context) => {
         const index = indices[j] as number;
         const kept = await keptOnNode(this.#node(index), o.keyPrefix, this.#fingerprint, mode, context);

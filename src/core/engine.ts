@@ -8,7 +8,7 @@ import { type Clock, monotonicClock } from "../base/clock.js";
 import type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "../base/report.js";
 import type { RedisNode } from "../transport/rest.js";
 import { BackgroundWork } from "./background.js";
-import { type FanOut, fanOut, type TaskContext } from "./fanout.js";
+import { type FanOut, fanOut, type RequestMeter, type TaskContext } from "./fanout.js";
 import { type RedlockOptions, type ResolvedOptions, resolveOptions, validateTtl } from "./options.js";
 import { validityMs } from "./quorum.js";
 
@@ -27,6 +27,8 @@ export interface VoteSpec {
   readonly polls?: number | undefined;
   /** The fan-out's deadline, when not the request deadline. */
   readonly timeoutMs?: number | undefined;
+  /** The acquisition whose requests these are (see `RequestMeter`). */
+  readonly meter?: RequestMeter | undefined;
 }
 
 /** A decided vote with its report. `deadline` is `t0 + ttl - drift` when a TTL was given. */
@@ -102,6 +104,7 @@ export class Engine {
       yes: spec.yes,
       task: only ? (i, context) => spec.task(only[i] as number, context) : spec.task,
       signal: spec.signal,
+      meter: spec.meter,
       onNodeSettled: onNodeError
         ? (outcome) => {
             if (outcome.outcome === "error" || outcome.outcome === "timeout") {

@@ -22,6 +22,14 @@ export interface TaskContext {
   countRequest(): void;
 }
 
+/**
+ * The requests one `acquire()` call has sent, through every fan-out it started (its attempts, its
+ * polls, the cleanup of its failed attempts, the cluster check): what its request budget counts.
+ */
+export interface RequestMeter {
+  sent: number;
+}
+
 /** Options of {@link fanOut}. */
 export interface FanOutOptions {
   readonly nodeIds: readonly string[];
@@ -35,6 +43,8 @@ export interface FanOutOptions {
   /** The caller's signal: aborting it aborts every node's task. */
   readonly signal?: AbortSignal | undefined;
   readonly clock: Clock;
+  /** Counts each request sent, besides the fan-out's own count. */
+  readonly meter?: RequestMeter | undefined;
   /** Called once per node when its outcome is known, also after the vote was decided. */
   readonly onNodeSettled?: ((outcome: NodeOutcome, index: number) => void) | undefined;
 }
@@ -80,7 +90,7 @@ export class DeadlineExceeded extends Error {
 
 /** Start the operation on every node. */
 export function fanOut(options: FanOutOptions): FanOut {
-  const { nodeIds, quorum, clock, timeoutMs } = options;
+  const { nodeIds, quorum, clock, timeoutMs, meter } = options;
   const count = nodeIds.length;
   const final: (NodeOutcome | undefined)[] = new Array(count).fill(undefined);
   const requestCounts: number[] = new Array(count).fill(0);
@@ -167,6 +177,7 @@ export function fanOut(options: FanOutOptions): FanOut {
       signal: controller.signal,
       countRequest: () => {
         requestCounts[index] = (requestCounts[index] ?? 0) + 1;
+        if (meter !== undefined) meter.sent++;
       },
     };
     let task: Promise<NodeOutcomeKind>;

@@ -23,6 +23,7 @@ export {
   NodeError,
   QuorumUnavailableError,
   RedlockError,
+  RequestBudgetError,
   ValidityExhaustedError,
 } from "../base/errors.js";
 export type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "../base/report.js";

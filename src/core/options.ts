@@ -7,6 +7,7 @@ import { monotonicClock } from "../base/clock.js";
 import type { RedlockError } from "../base/errors.js";
 import { InvalidArgumentError } from "../base/errors.js";
 import type { AttemptReport, NodeOutcome, Operation } from "../base/report.js";
+import type { RequestMeter } from "./fanout.js";
 import { RESERVED_KEY_PART } from "./keys.js";
 
 /** What a custom retry policy is told about the attempt that just failed. */
@@ -94,6 +95,18 @@ export interface RedlockOptions extends RedlockHooks {
    */
   maxHoldMs?: number | undefined;
   /**
+   * Requests one `acquire()`, `tryAcquire()` or `using()` call may send until it has the lock
+   * (fan-outs, polls of the gate, script fallbacks), with the release of its lock (one request per
+   * node) kept in reserve: a call that would need more gives up with a `RequestBudgetError` rather
+   * than send them, and waiting in line spaces its polls to last within it. The default keeps an
+   * acquisition and its release within the 50 subrequests a Cloudflare Workers Free invocation
+   * may make, with 10 left for the request's own work. Work left in the background once the call
+   * has returned (the slow nodes of a release, cleanup of a failed attempt) is not counted here
+   * (see `settled()`). `Infinity` for no budget.
+   * @default 40
+   */
+  requestBudget?: number;
+  /**
    * `using()` extends the lock when the remaining validity falls to this fraction of the TTL.
    * @default 0.5
    */
@@ -164,6 +177,7 @@ export const DEFAULT_OPTIONS = Object.freeze({
   fencing: false,
   faultTolerance: 0,
   quarantineMs: 60_000,
+  requestBudget: 40,
 } as const);
 
 /** Every option name a {@link RedlockOptions} object may carry. Anything else is refused as a likely typo. */
@@ -185,64 +199,12 @@ export const OPTION_NAMES: readonly string[] = Object.freeze([
   "fencing",
   "faultTolerance",
   "quarantineMs",
+  "requestBudget",
   "onAttempt",
   "onNodeError",
   "onLockLost",
   "onReleaseError",
 ]);
-
-/**
- * Refuse option names this version does not know (a typo such as `retryDelayMs`, or an option of
- * a later version), naming the closest valid one. Silently ignoring them would leave the caller
- * believing a setting is in force.
- * @param allowed names accepted besides {@link OPTION_NAMES} (e.g. `nodes`, `signal`).
- */
-export function checkOptionNames(
-  options: object,
-  where: string,
-  allowed: readonly string[],
-  makeError: (message: string) => Error,
-): void {
-  const valid = [...OPTION_NAMES, ...allowed];
-  for (const name of Object.keys(options)) {
-    if (valid.includes(name)) continue;
-    const closest = closestName(name, valid);
-    throw makeError(
-      `unknown option ${JSON.stringify(name)} in ${where}${closest ? `; did you mean ${JSON.stringify(closest)}?` : ""}`,
-    );
-  }
-}
-
-/** The valid name nearest to `name` by edit distance, when it is plausibly a typo of it. */
-function closestName(name: string, valid: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = Number.POSITIVE_INFINITY;
-  for (const candidate of valid) {
-    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
-    if (distance < bestDistance) {
-      best = candidate;
-      bestDistance = distance;
-    }
-  }
-  // A shared stem (retryDelayMs / retryDelay) or a few edits away.
-  const lower = name.toLowerCase();
-  const prefixMatch = valid.find((c) => lower.startsWith(c.toLowerCase()) || c.toLowerCase().startsWith(lower));
-  if (prefixMatch !== undefined && bestDistance > 2) return prefixMatch;
-  return bestDistance <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const substitution = (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1);
-      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, substitution);
-    }
-    previous = current;
-  }
-  return previous[b.length] as number;
-}
 
 /** Options with every value resolved for one call with a given TTL. */
 export interface ResolvedOptions extends RedlockHooks {
@@ -263,6 +225,7 @@ export interface ResolvedOptions extends RedlockHooks {
   fencing: Fencing | false;
   faultTolerance: number;
   quarantineMs: number;
+  requestBudget: number;
 }
 
 /**
@@ -348,6 +311,10 @@ export function resolveOptions(
   check(
     isFiniteIn(o.autoExtendThreshold, 0, 1) && o.autoExtendThreshold > 0,
     `autoExtendThreshold must be a number in (0, 1), got ${o.autoExtendThreshold}`,
+  );
+  check(
+    o.requestBudget === Infinity || (Number.isInteger(o.requestBudget) && o.requestBudget >= 2 * nodeCount),
+    `requestBudget must be Infinity or an integer of at least ${2 * nodeCount} (an attempt and the release on ${nodeCount} nodes), got ${o.requestBudget}`,
   );
   check(typeof o.keyPrefix === "string", "keyPrefix must be a string");
   check(typeof o.clock?.now === "function", "clock must have a now() method");
@@ -454,4 +421,6 @@ export interface AcquireRequest {
   readonly keys: readonly string[];
   readonly ttlMs: number;
   readonly options: ResolvedOptions;
+  /** Counts the call's requests, for its request budget (absent for a lock's own cleanup). */
+  readonly meter?: RequestMeter | undefined;
 }

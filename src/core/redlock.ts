@@ -19,14 +19,9 @@ import { extendKeys, extendLock } from "./operations/extend.js";
 import { type InspectResult, inspectResource } from "./operations/inspect.js";
 import { releaseKeys, releaseLock } from "./operations/release.js";
 import { verifyLock } from "./operations/verify.js";
+import { checkOptionNames } from "./option-names.js";
 import type { AcquireRequest } from "./options.js";
-import {
-  checkOptionNames,
-  type RedlockOptions,
-  type ResolvedOptions,
-  resolveOptions,
-  validateResources,
-} from "./options.js";
+import { type RedlockOptions, type ResolvedOptions, resolveOptions, validateResources } from "./options.js";
 import { runUnderLock } from "./using.js";
 import type { ClientWaiting, WaitingStrategy } from "./waiting.js";
 
@@ -146,7 +141,7 @@ export class Redlock {
   async acquire(resources: string | readonly string[], ttlMs: number, options?: AcquireOptions): Promise<Lock> {
     const { request, signal } = this.#request(resources, ttlMs, options, "acquire()");
     const attempts = request.options.maxAttempts;
-    return this.#cluster.acquire(request.options, signal, () =>
+    return this.#cluster.acquire(request.options, signal, request.meter, () =>
       this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
     );
   }
@@ -162,7 +157,7 @@ export class Redlock {
   ): Promise<Lock | null> {
     const { request, signal } = this.#request(resources, ttlMs, options, "tryAcquire()");
     try {
-      return await this.#cluster.acquire(request.options, signal, () =>
+      return await this.#cluster.acquire(request.options, signal, request.meter, () =>
         this.#waiting.acquire(request, 1, signal, this.#lockOperations),
       );
     } catch (error) {
@@ -186,7 +181,7 @@ export class Redlock {
   ): Promise<T> {
     const { request, signal, waitUntil } = this.#request(resources, ttlMs, options, "using()", ["waitUntil"]);
     const attempts = request.options.maxAttempts;
-    const lock = await this.#cluster.acquire(request.options, signal, () =>
+    const lock = await this.#cluster.acquire(request.options, signal, request.meter, () =>
       this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
     );
     // What waitUntil keeps alive is the release and the background work it leaves (the nodes
@@ -301,7 +296,8 @@ export class Redlock {
       }
     }
     const o = this.#engine.resolveWithTtl(isEmpty(overrides) ? undefined : overrides, ttlMs);
-    return { request: { resources: sorted, keys: keysOf(sorted, o), ttlMs, options: o }, signal, waitUntil };
+    const request = { resources: sorted, keys: keysOf(sorted, o), ttlMs, options: o, meter: { sent: 0 } };
+    return { request, signal, waitUntil };
   }
 
   #resolve(options: RedlockOptions | undefined, ttlMs: number, where: string): ResolvedOptions {

@@ -46,6 +46,7 @@ export async function attemptFenced(
     quarantineMs: o.quarantineMs,
     clock: o.clock,
     signal,
+    meter: request.meter,
   });
   engine.background.track(result.maintenance, 2 * o.requestTimeoutMs + 1000);
   const validity = validityMs(ttlMs, result.startedAt, result.decidedAt, o.driftFactor);

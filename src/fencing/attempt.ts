@@ -62,7 +62,7 @@
  */
 import type { Clock } from "../base/clock.js";
 import type { NodeOutcome } from "../base/report.js";
-import { type Decided, type FanOut, fanOut } from "../core/fanout.js";
+import { type Decided, type FanOut, fanOut, type RequestMeter } from "../core/fanout.js";
 import type { RedisNode } from "../transport/rest.js";
 import { proposeFence, raiseFence } from "./arithmetic.js";
 import { fencingKeys } from "./keys.js";
@@ -89,6 +89,8 @@ export interface FencedAttemptOptions {
   readonly clock: Clock;
   /** Aborts the attempt's requests (not the background maintenance). */
   readonly signal?: AbortSignal | undefined;
+  /** Counts the attempt's requests for the call's request budget. */
+  readonly meter?: RequestMeter | undefined;
   /** Phase-2 rounds at most (the first included). @default 3 */
   readonly maxRatchetRounds?: number | undefined;
   /**
@@ -169,6 +171,7 @@ export async function fencedAttempt(options: FencedAttemptOptions): Promise<Fenc
     quorum,
     timeoutMs: options.requestTimeoutMs,
     signal: options.signal,
+    meter: options.meter,
     clock,
     task: async (i, context) => {
       const reply = await fenceAcquireOnNode(nodeAt(nodes, i), keys, lockKeys, resources, token, ttlMs, context);
@@ -228,6 +231,7 @@ export async function fencedAttempt(options: FencedAttemptOptions): Promise<Fenc
       quorum,
       timeoutMs: options.requestTimeoutMs,
       signal: options.signal,
+      meter: options.meter,
       clock,
       task: async (j, context) => {
         const node = nodeAt(nodes, granting[j] as number);

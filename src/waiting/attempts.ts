@@ -6,6 +6,7 @@
  */
 
 import type { NodeOutcomeKind } from "../base/report.js";
+import { attemptCost, checkBudget } from "../core/backoff-waiting.js";
 import { type AttemptResult, attemptAcquire, attemptOnce, type GateRole } from "../core/operations/acquire.js";
 import { leave } from "./gate-client.js";
 import { checkAbort } from "./limits.js";
@@ -19,6 +20,16 @@ import { nextEntryId, type Waiter } from "./state.js";
 export async function fanOut(w: Waiter, gate?: GateRole, handedOver?: Promise<AttemptResult>): Promise<AttemptResult> {
   const s = w.state;
   checkAbort(w);
+  // A release that handed the lock over sent the requests itself.
+  if (handedOver === undefined) {
+    checkBudget(
+      w.request,
+      w.reports,
+      w.requestsSent(),
+      attemptCost(w.request, w.engine.nodes.length),
+      w.engine.nodes.length,
+    );
+  }
   s.attempts++;
   const racing = gate === undefined && handedOver === undefined && !w.o.fencing ? race(w) : undefined;
   const result = handedOver

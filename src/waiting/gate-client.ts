@@ -5,6 +5,7 @@
  */
 
 import type { AttemptReport } from "../base/report.js";
+import { checkBudget } from "../core/backoff-waiting.js";
 import type { TaskContext } from "../core/fanout.js";
 import { abortedError } from "../core/operations/acquire.js";
 import { refusalReason } from "../core/quorum.js";
@@ -14,6 +15,9 @@ import type { Waiter } from "./state.js";
 
 /** One poll of the gate, as a one-node fan-out: the same deadline, abort and hooks as every request. */
 export async function poll(w: Waiter, mode: GateMode, token: string, leaseMs: number): Promise<GateAnswer> {
+  const nodeCount = w.engine.nodes.length;
+  checkBudget(w.request, w.reports, w.requestsSent(), 1, nodeCount);
+  w.state.lastPollAt = w.now();
   let answer: GateAnswer | undefined;
   const fan = w.engine.fan(
     w.o,
@@ -22,6 +26,7 @@ export async function poll(w: Waiter, mode: GateMode, token: string, leaseMs: nu
     {
       yes: "acquired",
       signal: w.signal,
+      meter: w.request.meter,
       task: async (_, context) => {
         answer = await pollOn(w, context, mode, token, leaseMs);
         return "acquired";
@@ -63,6 +68,7 @@ export async function pollOn(
   // A take removes us from the line; any other answer means we stand in it.
   s.inLine = !answer.taken;
   s.firstInLine = !answer.taken && answer.rank === 0;
+  s.rank = answer.taken ? -1 : answer.rank;
   return answer;
 }
 
@@ -94,6 +100,7 @@ export function leave(w: Waiter): void {
       w.request.resources,
       {
         yes: "acquired",
+        meter: w.request.meter,
         task: async (_, context) => {
           await pollGate(
             node,

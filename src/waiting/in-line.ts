@@ -13,13 +13,14 @@ import { randomToken } from "../core/token.js";
 import { fanOut } from "./attempts.js";
 import type { GateAnswer } from "./gate.js";
 import { currentPlaceholderMs, growPlaceholder, leave, poll, pollOn } from "./gate-client.js";
-import { abandon, checkAfterAttempt, noteProgress, startPatience } from "./limits.js";
+import { abandon, checkAfterAttempt, noteProgress, pauseLimit, startPatience } from "./limits.js";
 import { type HandedOver, offerWindowEnd, pauseOrTakeOver, takeOver } from "./offers.js";
 import {
   hotWindow,
   leaseFor,
   margin,
   nextOverdue,
+  pollGap,
   pollInterval,
   releaseImminent,
   releaseInReach,
@@ -49,7 +50,8 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     const placeholderMs = s.placeholderUntil - now;
     const first = s.firstInLine && placeholderMs <= 0;
     const heldHereMs = first && w.offersHandoff ? offerWindowEnd(w, now) - now : 0;
-    const handedOver = await pauseOrTakeOver(w, Math.max(nextPollMs, placeholderMs, heldHereMs), first);
+    const pacedMs = s.lastPollAt + pollGapFor(w) - now;
+    const handedOver = await pauseOrTakeOver(w, Math.max(nextPollMs, placeholderMs, heldHereMs, pacedMs), first);
     if (handedOver) {
       const lock = await takeTurn(w, handedOver);
       if (lock) return lock;
@@ -142,6 +144,17 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     }
     nextPollMs = sleepFor(w, answer);
   }
+}
+
+/**
+ * The least gap from our last poll to the next (see `pacing.pollGap`): the polls the request
+ * budget still allows keep the fan-out of a take and the lock's release in reserve.
+ */
+function pollGapFor(w: Waiter): number {
+  const nodeCount = w.engine.nodes.length;
+  const pollsLeft = w.o.requestBudget - w.requestsSent() - 2 * nodeCount;
+  const now = w.now();
+  return pollGap(w.state.rank, now - w.startedAt, pauseLimit(w) - now, pollsLeft);
 }
 
 /**

@@ -6,8 +6,9 @@
  */
 import type { AttemptReport } from "../base/report.js";
 import { sleep } from "../base/signals.js";
-import { acquireTimeout, stopAfter } from "../core/backoff-waiting.js";
+import { acquireTimeout, policyDelay, stopAfter } from "../core/backoff-waiting.js";
 import { abortedError, failureError } from "../core/operations/acquire.js";
+import { MAX_DELAY_MS } from "../core/options.js";
 import type { GateAnswer } from "./gate.js";
 import { leave } from "./gate-client.js";
 import { patience } from "./pacing.js";
@@ -16,9 +17,26 @@ import type { Waiter } from "./state.js";
 /** Waiting in line ended before any fan-out: the driver makes one last (see `phases.ts`); never leaves the waiter. */
 export class PatienceRanOut extends Error {}
 
-/** The patience for waiting without progress, in ms (see `pacing.patience`). */
+/**
+ * The patience for waiting without progress, in ms: as long as the retry options would have
+ * waited between `maxAttempts` attempts. With the default backoff, the sum of its ceilings (see
+ * `pacing.patience`); with a custom `retryDelay`, the sum of the delays it gives for attempts 1 to
+ * `maxAttempts - 1` (asked once per attempt number, with the last attempt's report; up to a
+ * `null`), or the default's while no attempt has been made.
+ */
 function patienceMs(w: Waiter): number {
-  return patience(w.maxAttempts, w.o.retryBaseDelayMs, w.o.retryMaxDelayMs);
+  const o = w.o;
+  const last = w.reports.at(-1);
+  if (o.retryDelay === undefined || last === undefined) {
+    return patience(w.maxAttempts, o.retryBaseDelayMs, o.retryMaxDelayMs);
+  }
+  let total = 0;
+  for (let attempt = 1; attempt < Math.min(w.maxAttempts, 64); attempt++) {
+    const delay = policyDelay(o, attempt, last, w.reports);
+    if (delay === null) break;
+    total += delay;
+  }
+  return Math.min(total, MAX_DELAY_MS);
 }
 
 /** Start the patience when the waiter first waits in line (it runs from then on). */
@@ -40,13 +58,17 @@ export function noteProgress(w: Waiter, answer: GateAnswer): void {
   s.lastTurns = answer.turns;
 }
 
-function acquireTimeoutSet(w: Waiter): boolean {
-  return w.o.acquireTimeoutMs !== undefined;
+/**
+ * Whether the patience bounds the wait: when the attempts are bounded (`maxAttempts`, given or by
+ * default). With `acquireTimeoutMs` alone, the attempts are not, and the deadline alone bounds it.
+ */
+function isPatient(w: Waiter): boolean {
+  return w.maxAttempts !== Number.POSITIVE_INFINITY;
 }
 
-/** Where a pause ends at the latest: the acquire deadline, or without one the patience. */
+/** Where a pause ends at the latest: the acquire deadline, or the patience when it is shorter. */
 export function pauseLimit(w: Waiter): number {
-  return Math.min(w.deadline, acquireTimeoutSet(w) ? Number.POSITIVE_INFINITY : w.state.patienceUntil);
+  return Math.min(w.deadline, isPatient(w) ? w.state.patienceUntil : Number.POSITIVE_INFINITY);
 }
 
 /**
@@ -57,7 +79,7 @@ export function pauseLimit(w: Waiter): number {
  */
 export async function pause(w: Waiter, ms: number): Promise<void> {
   const s = w.state;
-  const patient = !acquireTimeoutSet(w);
+  const patient = isPatient(w);
   if (patient && s.lookedPastPatience && w.now() >= s.patienceUntil) giveUp(w);
   const limit = pauseLimit(w);
   const now = w.now();

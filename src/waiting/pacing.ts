@@ -27,6 +27,10 @@ export const FAR_BACK = 6;
 /** Longest sleep of a waiter far back in line before it polls again, in ms. */
 export const MAX_SLEEP_MS = 2000;
 
+/** Most polls a waiter sends per second, and when more than {@link FAR_BACK} turns back. */
+export const MAX_POLLS_PER_SECOND = 10;
+export const MAX_FAR_BACK_POLLS_PER_SECOND = 2;
+
 /** What the pacing reads of a gate's answer. */
 export type GateFigures = Pick<
   GateAnswer,
@@ -175,6 +179,26 @@ export function sleepBehind(
   const wake = (answer.freeInMs + ahead * turnMs - early) * certainty + settle - rttMs;
   const paced = overdueForMs === undefined ? wake : Math.max(wake, patientPace(interval, overdueForMs, answer.pttlMs));
   return Math.min(Math.max(paced, interval), spreadCap(MAX_SLEEP_MS, random));
+}
+
+/**
+ * The least gap between two polls of a waiter at place `rank` (-1 before its first answer), in
+ * ms, in every phase: {@link MAX_POLLS_PER_SECOND} a second at most, and
+ * {@link MAX_FAR_BACK_POLLS_PER_SECOND} when more than {@link FAR_BACK} turns back. Wider as the
+ * wait grows when the request budget would not last: the polls it still allows (`pollsLeft`)
+ * spaced in a geometric progression from the time waited so far (`waitedMs`) to the end of the
+ * waiting (`waitLeftMs` more, to the acquire deadline or the end of the patience), so that a turn
+ * that comes soon is seen within the least gap, and a waiter behind a long hold runs out of
+ * patience, not of requests. (An aimed take is an attempt, a fan-out to every node, paced by its
+ * prediction and counted in the budget, not a poll.)
+ */
+export function pollGap(rank: number, waitedMs: number, waitLeftMs: number, pollsLeft: number): number {
+  const least = 1000 / (rank > FAR_BACK ? MAX_FAR_BACK_POLLS_PER_SECOND : MAX_POLLS_PER_SECOND);
+  if (pollsLeft === Number.POSITIVE_INFINITY || !(waitLeftMs > 0)) return least;
+  if (pollsLeft < 1) return waitLeftMs;
+  const from = Math.max(waitedMs, least);
+  const ratio = ((from + waitLeftMs) / from) ** (1 / pollsLeft);
+  return Math.max(least, from * (ratio - 1));
 }
 
 /** A waiter's place in line lasts until its next poll is overdue by this margin. */

@@ -17,12 +17,13 @@ function isContention(w: Waiter, report: AttemptReport): boolean {
 }
 
 /**
- * Another holder answered, the gate is up, and no custom retry schedule was asked for. Fenced
- * locks wait with backoff: their acquisition is two phases, which the gate's take does not cover.
+ * Another holder answered and the gate is up: wait in line, whatever the retry options (they pace
+ * fan-outs while nodes fail, and bound the wait: see `limits.patienceMs`). Fenced locks wait with
+ * backoff: their acquisition is two phases, which the gate's take does not cover.
  */
 export function shouldWaitInLine(w: Waiter, report: AttemptReport): boolean {
   const s = w.state;
-  return !s.gateDown && !s.foreign && !w.o.fencing && w.o.retryDelay === undefined && isContention(w, report);
+  return !s.gateDown && !s.foreign && !w.o.fencing && isContention(w, report);
 }
 
 /**

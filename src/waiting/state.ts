@@ -5,6 +5,7 @@
  */
 
 import type { AttemptReport } from "../base/report.js";
+import { requestsOf } from "../core/backoff-waiting.js";
 import type { Engine } from "../core/engine.js";
 import type { LockOperations } from "../core/lock.js";
 import type { AcquireRequest, ResolvedOptions } from "../core/options.js";
@@ -22,6 +23,10 @@ export interface WaiterState {
   attempts: number;
   /** Polls of the gate since the last attempt, for that attempt's report. */
   polls: number;
+  /** When the last poll was sent (-Infinity before the first). */
+  lastPollAt: number;
+  /** Our place in line at the last answer (0 first, -1 out of line). */
+  rank: number;
   /** Our ticket in the gate's line (0 before the gate gave one), under which our isolate tells us our turn. */
   ticket: number;
   /** Average poll round trip, in ms (0 before the first). */
@@ -80,6 +85,8 @@ export class Waiter {
   readonly reports: AttemptReport[] = [];
   /** The name of the key set in the isolate's hot resources (see `hotKeyOf`). */
   readonly hotKey: string;
+  /** Clock reading when the call started. */
+  readonly startedAt: number;
   /** The acquire deadline (`acquireTimeoutMs` from the start), or +Infinity. */
   readonly deadline: number;
   readonly state: WaiterState;
@@ -103,10 +110,13 @@ export class Waiter {
     this.operations = operations;
     this.hotKey = hotKeyOf(request.keys);
     const now = this.o.clock.now();
+    this.startedAt = now;
     this.deadline = this.o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : now + this.o.acquireTimeoutMs;
     this.state = {
       attempts: 0,
       polls: 0,
+      lastPollAt: Number.NEGATIVE_INFINITY,
+      rank: -1,
       ticket: 0,
       rttMs: 0,
       gateDown: false,
@@ -146,6 +156,11 @@ export class Waiter {
   /** Whether a release may hand this lock over: a lock of one resource (see `offers.ts`). */
   get offersHandoff(): boolean {
     return this.request.keys.length === 1;
+  }
+
+  /** Requests this call has sent so far (see `RequestMeter`). */
+  requestsSent(): number {
+    return this.request.meter?.sent ?? requestsOf(this.reports);
   }
 
   now(): number {

@@ -24,9 +24,8 @@ export async function runWaiter(w: Waiter): Promise<Lock> {
   const hot = w.hot;
   const now = w.now();
   // Queue up at once for a resource this isolate just waited for, or is acquiring or holding for
-  // another caller right now; a single attempt never waits, and a custom retryDelay asks for
-  // fan-outs at its own pace, in the isolate as anywhere.
-  const queueAtOnce = w.o.retryDelay === undefined && (hot.isHot(w.hotKey, now) || hot.isBusy(w.hotKey, now));
+  // another caller right now (a single attempt never waits).
+  const queueAtOnce = hot.isHot(w.hotKey, now) || hot.isBusy(w.hotKey, now);
   // Our own entry lasts at most the attempts' deadline, in case we never get to leave it.
   const self = nextEntryId("acquiring");
   hot.occupy(w.hotKey, self, Math.min(w.deadline, now + w.o.requestTimeoutMs * w.maxAttempts), "acquiring");

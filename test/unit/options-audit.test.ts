@@ -90,11 +90,13 @@ describe("milliseconds beyond what timers honour", () => {
 
 describe("acquireTimeoutMs", () => {
   it("bounds the attempts by time, not by the default maxAttempts", async () => {
+    // Two of three nodes fail: fan-outs at retryDelay's pace, for as long as the deadline allows
+    // (with no request budget: it would end them first, see "requestBudget" below).
     const nodes = fakeNodes(3);
-    for (const n of nodes) n.occupy("r", "foreign", 10 * 60_000);
+    for (const n of nodes.slice(1)) n.behaviour = { kind: "error" };
     const started = Date.now();
     const error = await run(
-      client(nodes, { acquireTimeoutMs: 20_000, retryDelay: () => 500 }).acquire("r", 1000),
+      client(nodes, { acquireTimeoutMs: 20_000, retryDelay: () => 500, requestBudget: Infinity }).acquire("r", 1000),
       50,
     ).catch((e) => e);
     expect(error).toBeInstanceOf(AcquireTimeoutError);
@@ -103,13 +105,26 @@ describe("acquireTimeoutMs", () => {
     expect(error.message).toContain("within 20000 ms");
   });
 
-  it("an explicit maxAttempts still applies alongside it", async () => {
+  it("an explicit maxAttempts still applies alongside it: fan-outs while nodes fail", async () => {
     const nodes = fakeNodes(3);
-    for (const n of nodes) n.occupy("r", "foreign", 10 * 60_000);
+    for (const n of nodes.slice(1)) n.behaviour = { kind: "error" };
     const error = await run(
       client(nodes, { acquireTimeoutMs: 20_000, maxAttempts: 3, retryDelay: () => 500 }).acquire("r", 1000),
     ).catch((e) => e);
     expect(error.attempts).toHaveLength(3);
+  });
+
+  it("an explicit maxAttempts still applies alongside it: in line, as the patience its retry delays add up to", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.occupy("r", "foreign", 10 * 60_000);
+    const started = Date.now();
+    const error = await run(
+      client(nodes, { acquireTimeoutMs: 20_000, maxAttempts: 3, retryDelay: () => 500 }).acquire("r", 1000),
+    ).catch((e) => e);
+    expect(error.code).toBe("LOCK_HELD");
+    // Two delays of 500 ms between three attempts: a second of waiting in line, not 20 s.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+    expect(Date.now() - started).toBeLessThan(2000);
   });
 });
 

@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
+import { Redlock as PlainRedlock } from "../../src/core/index.js";
 import {
   AbortedError,
   AcquireTimeoutError,
@@ -132,12 +133,17 @@ describe("cleanup after failure", () => {
   });
 });
 
-describe("retries", () => {
+/** A client of the plain preset, which waits by backoff alone: every retry is a fan-out. */
+function plainClient(nodes: FakeNode[], options: RedlockOptions = {}) {
+  return new PlainRedlock({ nodes, clock: fakeClock, retryDelay: () => 50, ...options });
+}
+
+describe("retries (the plain preset, edge-redlock/core: backoff alone)", () => {
   it("makes maxAttempts attempts with the custom delay between them", async () => {
     const nodes = fakeNodes(3);
     for (const n of nodes) n.occupy("r");
     const delays: number[] = [];
-    const redlock = client(nodes, {
+    const redlock = plainClient(nodes, {
       maxAttempts: 4,
       retryDelay: ({ attempt }) => {
         delays.push(attempt);
@@ -157,21 +163,21 @@ describe("retries", () => {
   it("stops when the retry policy returns null", async () => {
     const nodes = fakeNodes(3);
     for (const n of nodes) n.occupy("r");
-    const error = await run(client(nodes, { retryDelay: () => null }).acquire("r", 10_000), 1).catch((e) => e);
+    const error = await run(plainClient(nodes, { retryDelay: () => null }).acquire("r", 10_000), 1).catch((e) => e);
     expect(error.attempts).toHaveLength(1);
   });
 
   it("acquires once the holder lets go", async () => {
     const nodes = fakeNodes(3);
     for (const n of nodes) n.occupy("r", "foreign", 120);
-    const lock = await run(client(nodes).acquire("r", 10_000), 1);
+    const lock = await run(plainClient(nodes).acquire("r", 10_000), 1);
     expect(lock.acquireReport.attempt).toBe(4);
   });
 
   it("gives up with AcquireTimeoutError at the acquire deadline", async () => {
     const nodes = fakeNodes(3);
     for (const n of nodes) n.occupy("r");
-    const error = await run(client(nodes, { acquireTimeoutMs: 120 }).acquire("r", 10_000), 1).catch((e) => e);
+    const error = await run(plainClient(nodes, { acquireTimeoutMs: 120 }).acquire("r", 10_000), 1).catch((e) => e);
     expect(error).toBeInstanceOf(AcquireTimeoutError);
     expect(error.attempts).toHaveLength(3);
   });
@@ -180,7 +186,7 @@ describe("retries", () => {
     const nodes = fakeNodes(3);
     for (const n of nodes) n.occupy("r");
     const controller = new AbortController();
-    const pending = client(nodes).acquire("r", 10_000, { signal: controller.signal });
+    const pending = plainClient(nodes).acquire("r", 10_000, { signal: controller.signal });
     setTimeout(() => controller.abort(new Error("shutdown")), 75);
     const error = await run(pending, 1).catch((e) => e);
     expect(error).toBeInstanceOf(AbortedError);
@@ -192,7 +198,7 @@ describe("retries", () => {
     const nodes = fakeNodes(3);
     nodes[0]!.behaviour = { kind: "unauthorized" };
     nodes[1]!.behaviour = { kind: "unauthorized" };
-    const error = await run(client(nodes).acquire("r", 10_000), 1).catch((e) => e);
+    const error = await run(plainClient(nodes).acquire("r", 10_000), 1).catch((e) => e);
     expect(error).toBeInstanceOf(ConfigurationError);
     expect(nodes[2]!.log.filter((c) => c[0] === "SET")).toHaveLength(1);
   });
@@ -201,10 +207,51 @@ describe("retries", () => {
     const nodes = fakeNodes(3);
     nodes[0]!.behaviour = { kind: "unauthorized" };
     const onNodeError = vi.fn();
-    const lock = await run(client(nodes, { onNodeError }).acquire("r", 10_000), 1);
+    const lock = await run(plainClient(nodes, { onNodeError }).acquire("r", 10_000), 1);
     expect(lock.acquireReport.votes).toBe(2);
     expect(onNodeError).toHaveBeenCalledTimes(1);
     expect(onNodeError.mock.calls[0]?.[0].outcome.error).toBeInstanceOf(ConfigurationError);
+  });
+});
+
+describe("retries of the default client: a held lock is waited for in line, whatever the retry options", () => {
+  it("waits in line behind a held lock as long as the custom delays add up to, asking retryDelay once per attempt number", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.occupy("r");
+    const asked: number[] = [];
+    const redlock = client(nodes, {
+      maxAttempts: 4,
+      retryDelay: ({ attempt }) => {
+        asked.push(attempt);
+        return 100 * attempt;
+      },
+    });
+    const started = Date.now();
+    const error = await run(redlock.acquire("r", 10_000), 1).catch((e) => e);
+    expect(error).toBeInstanceOf(LockHeldError);
+    expect(asked.slice(0, 3)).toEqual([1, 2, 3]);
+    // 600 ms of patience, and polls of the gate, not fan-outs, meanwhile.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(600);
+    expect(error.attempts.length).toBeLessThanOrEqual(2);
+    expect(nodes.every((n) => n.log.filter((c) => c[0] === "SET").length <= 2)).toBe(true);
+  });
+
+  it("paces fan-outs with the custom delay while nodes fail", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes.slice(1)) n.behaviour = { kind: "error" };
+    const redlock = client(nodes, { maxAttempts: 4, retryDelay: ({ attempt }) => 100 * attempt });
+    const started = Date.now();
+    const error = await run(redlock.acquire("r", 10_000), 1).catch((e) => e);
+    expect(error).toBeInstanceOf(QuorumUnavailableError);
+    expect(error.attempts).toHaveLength(4);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(600);
+  });
+
+  it("acquires once the holder lets go, with one fan-out besides the take", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.occupy("r", "foreign", 120);
+    const lock = await run(client(nodes).acquire("r", 10_000), 1);
+    expect(lock.acquireReport.attempt).toBeLessThanOrEqual(2);
   });
 });
 

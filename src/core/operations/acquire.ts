@@ -125,6 +125,7 @@ export async function attemptAcquire(
     signal,
     startedAt: gate?.startedAt,
     polls,
+    meter: request.meter,
     timeoutMs: gate ? options.requestTimeoutMs + gate.retryHeldMs : undefined,
     task: (i, context) => {
       if (gate === undefined) return acquireOnNode(engine.node(i), keys, token, ttlMs, context);

@@ -55,7 +55,13 @@ export const knownCases: readonly KnownCase[] = [
     handOvers: 1,
     scenario: {
       ...base,
-      actors: [holder({ ttlMs: 1000 }), holder({ atMs: 1 }), holder({ how: "using", release: releases(1) })],
+      // It holds 150 ms before its releases: waiters poll at most 10 times a second, and the
+      // next one must have learned that it is first in line for the release to hand it over.
+      actors: [
+        holder({ ttlMs: 1000 }),
+        holder({ atMs: 1 }),
+        holder({ how: "using", release: releases(1), holdMs: 150 }),
+      ],
     },
   },
   {
@@ -68,7 +74,7 @@ export const knownCases: readonly KnownCase[] = [
         holder({ ttlMs: 1000 }),
         holder({ atMs: 1 }),
         { kind: "by-token", client: 0, op: "release", nth: 0, delayMs: 0, ttlMs: 50 },
-        holder({ release: releases(1) }),
+        holder({ release: releases(1), holdMs: 150 }),
       ],
     },
   },

@@ -19,6 +19,7 @@ import {
   patience,
   patientPace,
   placeholderMs,
+  pollGap,
   pollInterval,
   releaseImminent,
   releaseInReach,
@@ -44,6 +45,48 @@ describe("pollInterval: an eighth of the hold, a round trip while none is known,
     { holdMs: 1600, rttMs: 0, expected: 100 },
   ])("hold $holdMs, rtt $rttMs → $expected", ({ holdMs, rttMs, expected }) => {
     expect(pollInterval(holdMs, rttMs)).toBe(expected);
+  });
+});
+
+describe("pollGap: 10 polls a second at most, 2 more than 6 turns back, wider as a short budget asks", () => {
+  it.each([
+    // No budget: the least gap by place in line (before the first answer, rank -1).
+    { rank: -1, waitedMs: 0, waitLeftMs: 11_100, pollsLeft: Infinity, expected: 100 },
+    { rank: 0, waitedMs: 5000, waitLeftMs: 6100, pollsLeft: Infinity, expected: 100 },
+    { rank: 6, waitedMs: 0, waitLeftMs: 11_100, pollsLeft: Infinity, expected: 100 },
+    { rank: 7, waitedMs: 0, waitLeftMs: 11_100, pollsLeft: Infinity, expected: 500 },
+    // A budget of 25 polls over 11.1 s: spaced geometrically from the time waited.
+    { rank: 0, waitedMs: 0, waitLeftMs: 11_000, pollsLeft: 25, expected: 100 },
+    { rank: 0, waitedMs: 2000, waitLeftMs: 9000, pollsLeft: 10, expected: 2000 * (5.5 ** 0.1 - 1) },
+    { rank: 8, waitedMs: 2000, waitLeftMs: 9000, pollsLeft: 10, expected: 500 },
+    // Nothing left to wait for, or no poll left.
+    { rank: 0, waitedMs: 2000, waitLeftMs: 0, pollsLeft: 10, expected: 100 },
+    { rank: 0, waitedMs: 2000, waitLeftMs: 3000, pollsLeft: 0, expected: 3000 },
+  ])("rank $rank, waited $waitedMs, $waitLeftMs left, $pollsLeft polls → $expected", (c) => {
+    expect(pollGap(c.rank, c.waitedMs, c.waitLeftMs, c.pollsLeft)).toBeCloseTo(c.expected, 6);
+  });
+
+  it("makes the polls left last to the end of the waiting, never closer than 100 ms (seeded waits)", () => {
+    const random = seededRandom(29);
+    let budgetsSpent = 0;
+    for (let run = 0; run < 200; run++) {
+      const total = 1000 + random() * 30_000;
+      let pollsLeft = Math.floor(5 + random() * 40);
+      let t = 0;
+      while (t < total && pollsLeft > 0) {
+        const gap = pollGap(0, t, total - t, pollsLeft);
+        expect(gap).toBeGreaterThanOrEqual(100);
+        t += gap;
+        pollsLeft--;
+      }
+      // The polls ran out no sooner than the waiting did (within a rounding).
+      if (pollsLeft === 0) {
+        budgetsSpent++;
+        expect(t).toBeGreaterThanOrEqual(total * 0.999);
+      }
+    }
+    // The sample has waits the budget must stretch to cover, not only short ones.
+    expect(budgetsSpent).toBeGreaterThan(20);
   });
 });
 

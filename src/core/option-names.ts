@@ -1,0 +1,58 @@
+/**
+ * Refusing option names this version does not know, with the closest valid one in the message.
+ * @module
+ */
+import { OPTION_NAMES } from "./options.js";
+
+/**
+ * Refuse option names this version does not know (a typo such as `retryDelayMs`, or an option of
+ * a later version), naming the closest valid one. Silently ignoring them would leave the caller
+ * believing a setting is in force.
+ * @param allowed names accepted besides {@link OPTION_NAMES} (e.g. `nodes`, `signal`).
+ */
+export function checkOptionNames(
+  options: object,
+  where: string,
+  allowed: readonly string[],
+  makeError: (message: string) => Error,
+): void {
+  const valid = [...OPTION_NAMES, ...allowed];
+  for (const name of Object.keys(options)) {
+    if (valid.includes(name)) continue;
+    const closest = closestName(name, valid);
+    throw makeError(
+      `unknown option ${JSON.stringify(name)} in ${where}${closest ? `; did you mean ${JSON.stringify(closest)}?` : ""}`,
+    );
+  }
+}
+
+/** The valid name nearest to `name` by edit distance, when it is plausibly a typo of it. */
+function closestName(name: string, valid: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of valid) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  // A shared stem (retryDelayMs / retryDelay) or a few edits away.
+  const lower = name.toLowerCase();
+  const prefixMatch = valid.find((c) => lower.startsWith(c.toLowerCase()) || c.toLowerCase().startsWith(lower));
+  if (prefixMatch !== undefined && bestDistance > 2) return prefixMatch;
+  return bestDistance <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const substitution = (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, substitution);
+    }
+    previous = current;
+  }
+  return previous[b.length] as number;
+}

@@ -1,0 +1,55 @@
+/**
+ * `requestBudget`: what one acquisition may send (its lock's release kept in reserve), in the plain
+ * preset and in the default client, counted on the nodes themselves.
+ */
+import { describe, expect, it } from "vitest";
+import { Redlock as PlainRedlock } from "../../src/core/index.js";
+import { ConfigurationError, Redlock, RequestBudgetError } from "../../src/index.js";
+import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
+import { run, useFakeTime } from "./support/fake-time.js";
+
+useFakeTime();
+
+/** Every command the nodes received. */
+const received = (nodes: readonly FakeNode[]) => nodes.reduce((sum, n) => sum + n.log.length, 0);
+
+describe("requestBudget", () => {
+  it("is refused below one attempt and the release on every node", () => {
+    expect(() => new Redlock({ nodes: fakeNodes(3), requestBudget: 5 })).toThrow(ConfigurationError);
+    expect(() => new Redlock({ nodes: fakeNodes(3), requestBudget: 6 })).not.toThrow();
+    expect(() => new Redlock({ nodes: fakeNodes(3), requestBudget: Infinity })).not.toThrow();
+  });
+
+  it.each([
+    ["the plain preset", PlainRedlock],
+    ["the default client", Redlock],
+  ])("%s gives up with RequestBudgetError before sending more than the budget less the release", async (_, Client) => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes.slice(1)) n.behaviour = { kind: "error" };
+    const redlock = new Client({ nodes, clock: fakeClock, maxAttempts: 1000, retryDelay: () => 10, requestBudget: 20 });
+    const error = await run(redlock.acquire("r", 1000), 1).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RequestBudgetError);
+    const budget = error as RequestBudgetError;
+    expect(budget.budget).toBe(20);
+    expect(budget.sent).toBe(received(nodes));
+    // Its attempts, the cluster check and the cleanup of its failed attempts, with 3 requests
+    // kept for the release.
+    expect(received(nodes)).toBeLessThanOrEqual(20 - 3);
+    expect(budget.attempts.length, "it retried before the budget ran out").toBeGreaterThanOrEqual(2);
+  });
+
+  it("negative control: without a budget the same call keeps sending until its attempts run out", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes.slice(1)) n.behaviour = { kind: "error" };
+    const redlock = new Redlock({
+      nodes,
+      clock: fakeClock,
+      maxAttempts: 10,
+      retryDelay: () => 10,
+      requestBudget: Infinity,
+    });
+    const error = await run(redlock.acquire("r", 1000), 1).catch((e: unknown) => e);
+    expect(error).not.toBeInstanceOf(RequestBudgetError);
+    expect(received(nodes)).toBeGreaterThan(20);
+  });
+});
