@@ -1,5 +1,5 @@
 /**
- * Extracts the TypeScript samples of a Markdown file and type-checks them with the TypeScript
+ * Extracts the TypeScript samples of a Markdown file (README.md, docs/*.md) and type-checks them with the TypeScript
  * compiler, each as its own module, the way a user's project would see this package: through its
  * name (`edge-redlock`, `edge-redlock/upstash`, `edge-redlock/hono`), its package.json `exports`
  * and the built types in dist/.
@@ -28,6 +28,8 @@ export interface Sample {
 
 /** One compiler error, located in the Markdown file. */
 export interface SampleError {
+  /** Index of the sample in the list checked, or -1 for an error outside every sample. */
+  readonly sample: number;
   readonly line: number;
   readonly message: string;
 }
@@ -35,21 +37,27 @@ export interface SampleError {
 /** The module resolutions a user's project may use. */
 export type Resolution = "bundler" | "nodenext";
 
-const FENCE = /^```(\w+)?\s*$/;
+/** An opening fence, indented or not (a block inside a list item is indented), and its language. */
+const FENCE = /^( *)```(\w+)?\s*$/;
 const CONTEXT_START = "<!-- sample-context";
 
-/** Every ```ts / ```typescript block of `markdown`, in order, with its hidden context. */
+/**
+ * Every ```ts / ```typescript block of `markdown`, in order, with its hidden context. A block
+ * indented in a list item loses that indentation.
+ */
 export function extractSamples(markdown: string): Sample[] {
   const lines = markdown.split("\n");
   const samples: Sample[] = [];
   for (let i = 0; i < lines.length; i++) {
     const open = FENCE.exec(lines[i] as string);
     if (!open) continue;
+    const indent = open[1] as string;
     const start = i + 1;
     let end = start;
-    while (end < lines.length && !/^```\s*$/.test(lines[end] as string)) end++;
-    if (open[1] === "ts" || open[1] === "typescript") {
-      samples.push({ line: start + 1, code: lines.slice(start, end).join("\n"), context: contextAbove(lines, i) });
+    while (end < lines.length && !/^ *```\s*$/.test(lines[end] as string)) end++;
+    if (open[2] === "ts" || open[2] === "typescript") {
+      const code = lines.slice(start, end).map((line) => (line.startsWith(indent) ? line.slice(indent.length) : line));
+      samples.push({ line: start + 1, code: code.join("\n"), context: contextAbove(lines, i) });
     }
     i = end;
   }
@@ -62,7 +70,7 @@ function contextAbove(lines: string[], fence: number): string {
   while (close >= 0 && (lines[close] as string).trim() === "") close--;
   if (close < 0 || (lines[close] as string).trim() !== "-->") return "";
   let open = close - 1;
-  while (open >= 0 && !(lines[open] as string).startsWith(CONTEXT_START)) {
+  while (open >= 0 && !(lines[open] as string).trimStart().startsWith(CONTEXT_START)) {
     if ((lines[open] as string).includes("-->")) return "";
     open--;
   }
@@ -105,13 +113,14 @@ export function typeCheckSamples(samples: readonly Sample[], resolution: Resolut
       const message = ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n");
       const entry = files.find((f) => f.file === diagnostic.file?.fileName);
       if (!entry || diagnostic.file === undefined || diagnostic.start === undefined) {
-        return { line: 0, message: `${diagnostic.file?.fileName ?? "(global)"}: ${message}` };
+        return { sample: -1, line: 0, message: `${diagnostic.file?.fileName ?? "(global)"}: ${message}` };
       }
+      const sample = files.indexOf(entry);
       const { line } = diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start);
       const inSample = line - entry.offset;
       return inSample < 0
-        ? { line: entry.sample.line, message: `(in the sample's hidden context) ${message}` }
-        : { line: entry.sample.line + inSample, message };
+        ? { sample, line: entry.sample.line, message: `(in the sample's hidden context) ${message}` }
+        : { sample, line: entry.sample.line + inSample, message };
     });
   } finally {
     rmSync(dir, { recursive: true, force: true });
