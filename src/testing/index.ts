@@ -7,4 +7,3 @@
 
 export type { MemoryNode, MemoryNodeOptions } from "./memory-node.js";
 export { memoryNode, memoryNodes } from "./memory-node.js";
-export type { NodeClock } from "./redis.js";

@@ -4,7 +4,7 @@
  */
 import { InvalidArgumentError, NodeError } from "../base/errors.js";
 import type { RedisArgument, RedisNode, RedisReply } from "../transport/rest.js";
-import { MemoryRedis, type NodeClock } from "./redis.js";
+import { MemoryRedis } from "./redis.js";
 
 /** Options of {@link memoryNode}. */
 export interface MemoryNodeOptions {
@@ -19,7 +19,7 @@ export interface MemoryNodeOptions {
    * `vi.useFakeTimers()` (or `jest.useFakeTimers()`) moves it, and expiry follows fake time.
    * @default { now: () => Date.now() }
    */
-  readonly clock?: NodeClock;
+  readonly clock?: { now(): number };
   /**
    * How long each command takes, in ms: it is applied and answered that long after it was sent
    * (a `setTimeout`, so under fake timers the test must advance time). An abort before then

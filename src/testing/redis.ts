@@ -24,11 +24,6 @@ export interface StringEntry {
   expiresAt: number;
 }
 
-/** Epoch milliseconds, or any clock the TTLs should count on. */
-export interface NodeClock {
-  now(): number;
-}
-
 const WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const NOT_INTEGER = "ERR value is not an integer or out of range";
 
@@ -44,7 +39,7 @@ export class MemoryRedis implements GateStore, FenceStore {
 
   constructor(
     readonly id: string,
-    readonly clock: NodeClock,
+    readonly clock: { now(): number },
   ) {}
 
   now(): number {

@@ -142,6 +142,14 @@ describe("src/ has a shape you can read in one direction", () => {
     ]);
   });
 
+  it("keeps the testing module out of every other entry and layer: only `edge-redlock/testing` carries it", () => {
+    const importers = [...graph]
+      .filter(([file, imports]) => !file.startsWith("testing/") && imports.some((to) => to.startsWith("testing/")))
+      .map(([file]) => file);
+    expect(graph.get("testing/index.ts")?.length).toBeGreaterThan(0);
+    expect(importers).toEqual([]);
+  });
+
   it("has no import cycle", () => {
     expect(cycles(graph)).toEqual([]);
   });
