@@ -7,7 +7,7 @@
  * Semantics follow Redis where the library can tell: one keyspace (a key holds a string or a
  * hash, and a command on the wrong kind answers WRONGTYPE), `SET` replaces any kind, a TTL counts
  * on the node's own clock, `EVALSHA` answers NOSCRIPT for a script the node has not cached (a
- * restart empties the cache) and `EVAL` caches it. Hashes carry no TTL (the library sets none).
+ * restart empties the cache) and `EVAL` caches it.
  * @module
  */
 import { NodeError } from "../base/errors.js";
@@ -33,6 +33,8 @@ export class MemoryRedis implements GateStore, FenceStore {
   readonly store = new Map<string, StringEntry>();
   /** Hash keys. */
   readonly hashes = new Map<string, Map<string, string>>();
+  /** When a hash with a TTL expires (a hash without one has no entry). */
+  readonly hashExpiry = new Map<string, number>();
   /** SHA-1s of the scripts the node has cached: `EVALSHA` runs only these. */
   readonly scriptCache = new Set<string>(libraryScripts.map((s) => s.sha1));
   readonly gates = new Map<string, GateState>();
@@ -50,6 +52,7 @@ export class MemoryRedis implements GateStore, FenceStore {
   restart(): void {
     this.store.clear();
     this.hashes.clear();
+    this.hashExpiry.clear();
     this.scriptCache.clear();
     this.gates.clear();
   }
@@ -60,27 +63,41 @@ export class MemoryRedis implements GateStore, FenceStore {
     return entry && entry.expiresAt > this.now() ? entry : undefined;
   }
 
+  /** A live hash key (an expired one is dropped). */
+  private hash(key: string): Map<string, string> | undefined {
+    const expiresAt = this.hashExpiry.get(key);
+    if (expiresAt !== undefined && expiresAt <= this.now()) {
+      this.hashes.delete(key);
+      this.hashExpiry.delete(key);
+    }
+    return this.hashes.get(key);
+  }
+
   /** GET: the value of a live string key; WRONGTYPE on a hash. */
   get(key: string): string | undefined {
-    if (this.hashes.has(key)) throw this.error(WRONGTYPE);
+    if (this.hash(key)) throw this.error(WRONGTYPE);
     return this.live(key)?.value;
   }
 
   /** PTTL: -2 when the key is missing, -1 when it has no TTL. */
   pttl(key: string): number {
-    if (this.hashes.has(key)) return -1;
+    if (this.hash(key)) {
+      const expiresAt = this.hashExpiry.get(key);
+      return expiresAt === undefined ? -1 : expiresAt - this.now();
+    }
     const entry = this.live(key);
     if (!entry) return -2;
     return entry.expiresAt === Number.POSITIVE_INFINITY ? -1 : entry.expiresAt - this.now();
   }
 
   exists(key: string): boolean {
-    return this.hashes.has(key) || this.live(key) !== undefined;
+    return this.hash(key) !== undefined || this.live(key) !== undefined;
   }
 
   /** SET, replacing a key of any kind; with a TTL when `ttlMs` is given. */
   set(key: string, value: string, ttlMs?: number): void {
     this.hashes.delete(key);
+    this.hashExpiry.delete(key);
     this.store.set(key, { value, expiresAt: ttlMs === undefined ? Number.POSITIVE_INFINITY : this.now() + ttlMs });
   }
 
@@ -89,20 +106,21 @@ export class MemoryRedis implements GateStore, FenceStore {
     const existed = this.exists(key);
     this.store.delete(key);
     this.hashes.delete(key);
+    this.hashExpiry.delete(key);
     return existed ? 1 : 0;
   }
 
   /** HGET; WRONGTYPE on a string. */
   hget(key: string, field: string): string | undefined {
     if (this.live(key)) throw this.error(WRONGTYPE);
-    return this.hashes.get(key)?.get(field);
+    return this.hash(key)?.get(field);
   }
 
   /** HSET of one field: 1 when the field is new; WRONGTYPE on a string. */
   hset(key: string, field: string, value: string): number {
     if (this.live(key)) throw this.error(WRONGTYPE);
     this.store.delete(key);
-    const hash = this.hashes.get(key) ?? new Map<string, string>();
+    const hash = this.hash(key) ?? new Map<string, string>();
     this.hashes.set(key, hash);
     const added = hash.has(field) ? 0 : 1;
     hash.set(field, value);
@@ -111,18 +129,18 @@ export class MemoryRedis implements GateStore, FenceStore {
 
   /** PEXPIRE: 0 for a missing key; a TTL of 0 or less deletes the key. */
   pexpire(key: string, ttlMs: number): number {
-    if (this.hashes.has(key)) throw this.error("ERR this memory node keeps no TTL on hashes");
-    const entry = this.live(key);
-    if (!entry) return 0;
-    if (ttlMs <= 0) this.store.delete(key);
-    else entry.expiresAt = this.now() + ttlMs;
+    if (!this.exists(key)) return 0;
+    if (ttlMs <= 0) this.del(key);
+    else if (this.hashes.has(key)) this.hashExpiry.set(key, this.now() + ttlMs);
+    else (this.store.get(key) as StringEntry).expiresAt = this.now() + ttlMs;
     return 1;
   }
 
   /** Every live key, strings and hashes, sorted. */
   keys(): string[] {
     const strings = [...this.store.keys()].filter((key) => this.live(key));
-    return [...strings, ...this.hashes.keys()].sort();
+    const hashes = [...this.hashes.keys()].filter((key) => this.hash(key));
+    return [...strings, ...hashes].sort();
   }
 
   /** A Redis error answer, shaped as a REST node reports one. */
@@ -242,7 +260,8 @@ export class MemoryRedis implements GateStore, FenceStore {
 
   /** A decimal integer argument, as Redis parses one. */
   private integer(text: string | undefined): number {
-    if (text === undefined || !/^-?\d{1,16}$/.test(text) || !Number.isSafeInteger(Number(text))) {
+    // As Redis parses: no sign but a leading minus, no leading zero, no space.
+    if (text === undefined || !/^(0|-?[1-9]\d{0,15})$/.test(text) || !Number.isSafeInteger(Number(text))) {
       throw this.error(NOT_INTEGER);
     }
     return Number(text);
