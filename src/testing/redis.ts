@@ -37,13 +37,19 @@ export class MemoryRedis implements GateStore, FenceStore {
   readonly hashExpiry = new Map<string, number>();
   /** SHA-1s of the scripts the node has cached: `EVALSHA` runs only these. */
   readonly scriptCache = new Set<string>(libraryScripts.map((s) => s.sha1));
+  /** Each gate's line and statistics, by its queue key (see gate.ts). */
   readonly gates = new Map<string, GateState>();
 
+  /**
+   * @param id the node's id, in its errors.
+   * @param clock the clock TTLs count on, read at every command.
+   */
   constructor(
     readonly id: string,
     readonly clock: { now(): number },
   ) {}
 
+  /** The node's time. */
   now(): number {
     return this.clock.now();
   }
@@ -90,6 +96,7 @@ export class MemoryRedis implements GateStore, FenceStore {
     return entry.expiresAt === Number.POSITIVE_INFINITY ? -1 : entry.expiresAt - this.now();
   }
 
+  /** EXISTS of one key. */
   exists(key: string): boolean {
     return this.hash(key) !== undefined || this.live(key) !== undefined;
   }
