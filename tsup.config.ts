@@ -7,6 +7,7 @@ export default defineConfig({
     "fencing/index": "src/fencing/index.ts",
     "upstash/index": "src/upstash/index.ts",
     "hono/index": "src/hono/index.ts",
+    "testing/index": "src/testing/index.ts",
   },
   format: ["esm"],
   dts: true,

@@ -1,8 +1,9 @@
 /**
- * Differential test: the fencing scripts on a real redis-server (through its REST bridge) and
- * their TypeScript mirror in the unit tests' FakeNode give the same answers to the same random
- * sequences of operations, including corrupted data, restarts (the namespace wiped) and expired
- * quarantines. This is what lets the unit-level property tests speak for the real scripts.
+ * Differential test: the fencing scripts on a real redis-server (through its REST bridge) and on
+ * the memory node of `edge-redlock/testing` (their TypeScript mirror, src/testing/fencing.ts) give
+ * the same answers to the same random sequences of commands, including corrupted data, restarts
+ * (the namespace wiped) and expired quarantines. This is what lets the unit-level property tests,
+ * and users' tests on memory nodes, speak for the real scripts.
  */
 import fc from "fast-check";
 import { describe, expect, inject, it } from "vitest";
@@ -17,8 +18,8 @@ import { fenceRatchetScript } from "../../src/fencing/scripts/fence-ratchet.js";
 import { fenceReadScript } from "../../src/fencing/scripts/fence-read.js";
 import { fenceRepairScript } from "../../src/fencing/scripts/fence-repair.js";
 import { restNode } from "../../src/index.js";
+import { memoryNode } from "../../src/testing/index.js";
 import type { RedisArgument, RedisNode, RedisReply } from "../../src/transport/rest.js";
-import { FakeNode } from "../unit/support/fake-node.js";
 import { uniqueKey } from "./support/nodes.js";
 
 const endpoint = inject("nodes")[0]!;
@@ -82,6 +83,7 @@ function normaliseError(error: unknown): string {
   return /(edge-redlock|fenced-write): [a-z0-9 -]+$/.exec(text)?.[0] ?? `unrecognised: ${message}`;
 }
 
+/** One node, real or in memory: each step becomes the same commands on either. */
 class Side {
   constructor(
     readonly node: RedisNode,
@@ -157,44 +159,8 @@ class Side {
   }
 }
 
-/** The FakeNode side: the same manipulations, applied to its maps. */
-class FakeSide extends Side {
-  constructor(
-    readonly fake: FakeNode,
-    prefix: string,
-  ) {
-    super(fake, prefix);
-  }
-
-  override async apply(step: Op): Promise<Answer | undefined> {
-    const k = this.keys;
-    switch (step.kind) {
-      case "expire-quarantine":
-        this.fake.store.delete(k.quarantine);
-        return undefined;
-      case "restart":
-        for (const key of [k.incarnation, k.quarantine, `${this.prefix}a`, `${this.prefix}b`])
-          this.fake.store.delete(key);
-        this.fake.hashes.delete(k.counters);
-        this.fake.hashes.delete(k.repairs);
-        return undefined;
-      case "corrupt-counter": {
-        const hash = this.fake.hashes.get(k.counters) ?? new Map<string, string>();
-        hash.set(step.resource, step.value);
-        this.fake.hashes.set(k.counters, hash);
-        return undefined;
-      }
-      case "corrupt-marker":
-        this.fake.store.set(k.incarnation, { value: step.value, expiresAt: Number.POSITIVE_INFINITY });
-        return undefined;
-      default:
-        return super.apply(step);
-    }
-  }
-}
-
 /** A model with one deliberate bug: its ratchet acknowledges an equal counter (`F <= t`). */
-class BuggyFakeSide extends FakeSide {
+class BuggySide extends Side {
   override async apply(step: Op): Promise<Answer | undefined> {
     const answer = await super.apply(step);
     if (step.kind !== "ratchet" || !answer || !("reply" in answer) || !Array.isArray(answer.reply)) return answer;
@@ -203,13 +169,13 @@ class BuggyFakeSide extends FakeSide {
   }
 }
 
-describe("fencing scripts: real redis-server versus the in-memory model", () => {
+describe("fencing scripts: real redis-server versus the memory node", () => {
   it("negative control: a model with an off-by-one ratchet is caught", async () => {
     const result = await fc.check(
       fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), async (tail) => {
         const prefix = `${uniqueKey("fence-diff-buggy")}:`;
         const real = new Side(restNode(endpoint), prefix);
-        const model = new BuggyFakeSide(new FakeNode("model"), prefix);
+        const model = new BuggySide(memoryNode({ id: "model" }), prefix);
         const start: Op[] = [
           { kind: "init", id: "aa11" },
           { kind: "acquire", token: "tokA", resources: ["a"] },
@@ -241,7 +207,7 @@ describe("fencing scripts: real redis-server versus the in-memory model", () => 
         const steps = initialised ? [...start, ...tail] : tail;
         const prefix = `${uniqueKey("fence-diff")}:`;
         const real = new Side(restNode(endpoint), prefix);
-        const model = new FakeSide(new FakeNode("model"), prefix);
+        const model = new Side(memoryNode({ id: "model" }), prefix);
         for (const [index, step] of steps.entries()) {
           const expected = await real.apply(step);
           const actual = await model.apply(step);

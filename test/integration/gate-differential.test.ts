@@ -1,12 +1,15 @@
 /**
- * The gate scripts on a real redis-server answer like their in-memory model in
- * test/unit/support/fake-gate.ts, on the same sequence of operations: the unit tests of waiting
- * rest on that model.
+ * The gate scripts on a real redis-server answer like the memory node of `edge-redlock/testing`
+ * (src/testing/gate.ts), on the same sequence of commands: the unit tests of waiting, and users'
+ * tests on memory nodes, rest on that model.
  */
 import { describe, expect, inject, it } from "vitest";
-import { restNode } from "../../src/index.js";
+import type { Script } from "../../src/core/scripts/script.js";
+import { type RedisArgument, restNode } from "../../src/index.js";
+import { memoryNode } from "../../src/testing/index.js";
 import { gateKeys, handOverOnNode, pollGate, releaseOnGate } from "../../src/waiting/gate.js";
-import { type GateStore, runGate, runGateRelease } from "../unit/support/fake-gate.js";
+import { gateScript } from "../../src/waiting/scripts/gate.js";
+import { gateReleaseScript } from "../../src/waiting/scripts/gate-release.js";
 import { uniqueKey } from "./support/nodes.js";
 
 const nodes = inject("nodes");
@@ -14,24 +17,19 @@ const nodes = inject("nodes");
 /** What a release tells the gate of the hold it ends: the TTL, and how long the gate was ours before the grant. */
 const held = (ttlMs: number, gateLeadMs = 0) => ({ ttlMs, gateLeadMs });
 
-/** A model store on the real clock, like the server's. */
-function modelStore(): GateStore {
-  const keys = new Map<string, { value: string; expiresAt: number }>();
-  const live = (key: string) => {
-    const entry = keys.get(key);
-    return entry && entry.expiresAt > Date.now() ? entry : undefined;
-  };
+/** A memory node (on the real clock, like the server's), and the commands the tests send it. */
+function modelStore() {
+  const node = memoryNode({ id: "model" });
+  const send = (...args: RedisArgument[]) => node.command(args, AbortSignal.timeout(5000));
+  const evalsha = async (script: Script, keys: readonly string[], argv: readonly string[]) =>
+    (await send("EVALSHA", script.sha1, keys.length, ...keys, ...argv)) as number[];
   return {
-    get: (key) => live(key)?.value,
-    pttl: (key) => {
-      const entry = live(key);
-      return entry ? entry.expiresAt - Date.now() : -2;
-    },
-    set: (key, value, ttlMs) => {
-      keys.set(key, { value, expiresAt: Date.now() + ttlMs });
-    },
-    del: (key) => (keys.delete(key) ? 1 : 0),
-    now: () => Date.now(),
+    get: (key: string) => node.get(key),
+    send,
+    set: (key: string, value: string, ttlMs: number) => send("SET", key, value, "PX", ttlMs),
+    del: (key: string) => send("DEL", key),
+    gate: (keys: readonly string[], argv: readonly string[]) => evalsha(gateScript, keys, argv),
+    gateRelease: (keys: readonly string[], argv: readonly string[]) => evalsha(gateReleaseScript, keys, argv),
   };
 }
 
@@ -49,11 +47,11 @@ function gateFixture(...names: string[]) {
   const request = (waiter: string, mode: "take" | "aim" | "wait" | "leave", token: string) =>
     ({ waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0 }) as const;
   const modelPoll = (waiter: string, mode: string, token: string) =>
-    runGate(model, keys, [waiter, mode, token, "5000", "5000", String(lockKeys.length), "0"]) as number[];
+    model.gate(keys, [waiter, mode, token, "5000", "5000", String(lockKeys.length), "0"]);
   /** A take on both that must succeed: the real answer and the model's reply. */
   const take = async (waiter: string, token: string, mode: "take" | "aim" = "take") => {
     const real = await pollGate(node, lockKeys, request(waiter, mode, token), context());
-    const modelled = modelPoll(waiter, mode, token);
+    const modelled = await modelPoll(waiter, mode, token);
     expect(real.taken).toBe(true);
     expect(modelled[0]).toBe(1);
     return { real, modelled };
@@ -61,20 +59,20 @@ function gateFixture(...names: string[]) {
   /** A release on both, reporting the hold's lead. */
   const release = async (token: string, gateLeadMs = 0) => {
     await releaseOnGate(node, lockKeys, token, held(5000, gateLeadMs), context());
-    runGateRelease(model, keys, [token, String(lockKeys.length), "5000", "", "0", String(gateLeadMs)]);
+    await model.gateRelease(keys, [token, String(lockKeys.length), "5000", "", "0", String(gateLeadMs)]);
   };
   /** A waiter's look at the gate on both (it steps out of line again, so the next take stays first in line). */
   const look = async () => {
     const real = await pollGate(node, lockKeys, request("w9", "wait", "-"), context());
-    const modelled = modelPoll("w9", "wait", "-");
+    const modelled = await modelPoll("w9", "wait", "-");
     await pollGate(node, lockKeys, request("w9", "leave", "-"), context());
-    modelPoll("w9", "leave", "-");
+    await modelPoll("w9", "leave", "-");
     return { real, modelled };
   };
   /** A poll on both, whose take and rank must agree. */
   const both = async (waiter: string, mode: "take" | "wait", token: string) => {
     const real = await pollGate(node, lockKeys, request(waiter, mode, token), context());
-    const modelled = modelPoll(waiter, mode, token);
+    const modelled = await modelPoll(waiter, mode, token);
     expect({ taken: real.taken, rank: real.rank }, `${waiter} ${mode}`).toEqual({
       taken: modelled[0] === 1,
       rank: modelled[1],
@@ -112,7 +110,7 @@ describe("gate scripts: Lua and model agree", () => {
         // clock and the server's read the same step apart on a loaded machine.
         await new Promise((r) => setTimeout(r, 600));
         const real = await releaseOnGate(node, [key], token, held(5000), context());
-        const modelled = runGateRelease(model, keys, [token, "1", "5000", "", "0"]) as number[];
+        const modelled = await model.gateRelease(keys, [token, "1", "5000", "", "0"]);
         expect(
           { outcome: real.outcome, waiting: real.waiting, ticket: real.ticket, turns: real.turns },
           `${waiter} ${mode}`,
@@ -126,7 +124,7 @@ describe("gate scripts: Lua and model agree", () => {
       }
       const request = { waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0 } as const;
       const real = await pollGate(node, [key], request, context());
-      const [taken, rank, pttl, , , ticket, , , turns] = runGate(model, keys, [
+      const [taken, rank, pttl, , , ticket, , , turns] = await model.gate(keys, [
         waiter,
         mode,
         token,
@@ -134,7 +132,7 @@ describe("gate scripts: Lua and model agree", () => {
         "5000",
         "1",
         "0",
-      ]) as number[];
+      ]);
       const label = `${waiter} ${mode}`;
       expect(real.taken, label).toBe(taken === 1);
       expect(real.rank, label).toBe(rank);
@@ -155,14 +153,14 @@ describe("gate scripts: what the gate learns", () => {
     // A plain SET NX holder (as a first fan-out sets the gate node): its release teaches nothing.
     const plain = "p".repeat(40);
     await node.command(["SET", key, plain, "NX", "PX", 5000], AbortSignal.timeout(5000));
-    model.set(key, plain, 5000);
+    await model.set(key, plain, 5000);
     await new Promise((r) => setTimeout(r, 30));
     await releaseOnGate(node, [key], plain, held(5000), context());
-    runGateRelease(model, keys, [plain, "1", "5000", "", "0"]);
+    await model.gateRelease(keys, [plain, "1", "5000", "", "0"]);
     expect((await pollGate(node, [key], wait("w0"), context())).holdMs).toBe(0);
-    expect(modelPoll("w0", "wait", "-")[4]).toBe(0);
+    expect((await modelPoll("w0", "wait", "-"))[4]).toBe(0);
     await pollGate(node, [key], { ...wait("w0"), mode: "leave" }, context());
-    modelPoll("w0", "leave", "-");
+    await modelPoll("w0", "leave", "-");
 
     // A take at the gate, held 300 ms, whose holder had the lock 200 ms after the take (a poll
     // took the gate, then the other nodes took a round trip): the gate learns the 100 ms it would
@@ -171,13 +169,13 @@ describe("gate scripts: what the gate learns", () => {
     const started = performance.now();
     const take = await pollGate(node, [key], { ...wait("w1"), mode: "take", token: taken }, context());
     expect(take.taken).toBe(true);
-    expect(modelPoll("w1", "take", taken)[0]).toBe(1);
+    expect((await modelPoll("w1", "take", taken))[0]).toBe(1);
     await new Promise((r) => setTimeout(r, 300));
     await releaseOnGate(node, [key], taken, held(5000, 200), context());
     const heldAtMost = performance.now() - started;
-    runGateRelease(model, keys, [taken, "1", "5000", "", "0", "200"]);
+    await model.gateRelease(keys, [taken, "1", "5000", "", "0", "200"]);
     const learned = (await pollGate(node, [key], wait("w2"), context())).holdMs;
-    const modelLearned = modelPoll("w2", "wait", "-")[4] as number;
+    const modelLearned = (await modelPoll("w2", "wait", "-"))[4] as number;
     for (const hold of [learned, modelLearned]) {
       expect(hold).toBeGreaterThanOrEqual(99);
       expect(hold).toBeLessThanOrEqual(Math.ceil(heldAtMost) - 200 + 1);
@@ -187,12 +185,12 @@ describe("gate scripts: what the gate learns", () => {
     // by a quarter of the difference, and the deviation by a quarter of it.
     const aimed = "a".repeat(40);
     expect((await pollGate(node, [key], { ...wait("w2"), mode: "take", token: aimed }, context())).taken).toBe(true);
-    expect(modelPoll("w2", "take", aimed)[0]).toBe(1);
+    expect((await modelPoll("w2", "take", aimed))[0]).toBe(1);
     await new Promise((r) => setTimeout(r, 300));
     await releaseOnGate(node, [key], aimed, held(5000), context());
-    runGateRelease(model, keys, [aimed, "1", "5000", "", "0"]);
+    await model.gateRelease(keys, [aimed, "1", "5000", "", "0"]);
     const after = await pollGate(node, [key], wait("w3"), context());
-    const modelAfter = modelPoll("w3", "wait", "-");
+    const modelAfter = await modelPoll("w3", "wait", "-");
     for (const [hold, deviation, before] of [
       [after.holdMs, after.holdDeviationMs, learned],
       [modelAfter[4] as number, modelAfter[6] as number, modelLearned],
@@ -231,12 +229,12 @@ describe("gate scripts: what the gate learns", () => {
     // A hold of about 100 ms, learned.
     const first = "f".repeat(40);
     expect((await pollGate(node, [key], { ...wait("w1"), mode: "take", token: first }, context())).taken).toBe(true);
-    expect(modelPoll("w1", "take", first)[0]).toBe(1);
+    expect((await modelPoll("w1", "take", first))[0]).toBe(1);
     await new Promise((r) => setTimeout(r, 100));
     await releaseOnGate(node, [key], first, held(5000), context());
-    runGateRelease(model, keys, [first, "1", "5000", "", "0"]);
+    await model.gateRelease(keys, [first, "1", "5000", "", "0"]);
     const learned = (await pollGate(node, [key], wait("w2"), context())).holdMs;
-    const modelLearned = modelPoll("w2", "wait", "-")[4] as number;
+    const modelLearned = (await modelPoll("w2", "wait", "-"))[4] as number;
     expect(learned).toBeGreaterThanOrEqual(99);
     expect(modelLearned).toBeGreaterThanOrEqual(99);
 
@@ -244,20 +242,20 @@ describe("gate scripts: what the gate learns", () => {
     // past the prediction, though the extension reset the key's PTTL to the TTL.
     const second = "s".repeat(40);
     expect((await pollGate(node, [key], { ...wait("w2"), mode: "take", token: second }, context())).taken).toBe(true);
-    expect(modelPoll("w2", "take", second)[0]).toBe(1);
+    expect((await modelPoll("w2", "take", second))[0]).toBe(1);
     await new Promise((r) => setTimeout(r, 300));
     await node.command(["PEXPIRE", key, 5000], AbortSignal.timeout(5000));
-    model.set(key, second, 5000);
+    await model.send("PEXPIRE", key, 5000);
     const behind = await pollGate(node, [key], wait("w3"), context());
     expect(behind.pttlMs).toBeGreaterThan(4900);
     expect(behind.freeInMs).toBe(0);
-    expect(modelPoll("w3", "wait", "-")[3]).toBe(0);
+    expect((await modelPoll("w3", "wait", "-"))[3]).toBe(0);
 
     // Its release teaches a hold of 300 ms or more (the time since the extension would be a few ms).
     await releaseOnGate(node, [key], second, held(5000), context());
-    runGateRelease(model, keys, [second, "1", "5000", "", "0"]);
+    await model.gateRelease(keys, [second, "1", "5000", "", "0"]);
     expect((await pollGate(node, [key], wait("w3"), context())).holdMs).toBeGreaterThan(learned);
-    expect(modelPoll("w3", "wait", "-")[4]).toBeGreaterThan(modelLearned);
+    expect((await modelPoll("w3", "wait", "-"))[4]).toBeGreaterThan(modelLearned);
   });
 
   it("counts takes that found the keys free with no release since the take before, and predicts no end to such a hold, on real Redis and in the model", async () => {
@@ -271,7 +269,7 @@ describe("gate scripts: what the gate learns", () => {
     // The key runs out (a placeholder, or the lock of a holder that died): no release.
     const vanish = async () => {
       await node.command(["DEL", key], AbortSignal.timeout(5000));
-      model.del(key);
+      await model.del(key);
     };
     // A hold of about 100 ms is learned; the next take follows a release: predictable.
     expect(await take("w0", "a".repeat(40))).toEqual([0, 0]);
@@ -302,7 +300,7 @@ describe("gate scripts: keys shared with another resource set", () => {
     const token = "t".repeat(40);
     const poll = async (waiter: string) => {
       const real = await pollGate(node, lockKeys, request(waiter, "take", token), context());
-      const modelled = modelPoll(waiter, "take", token);
+      const modelled = await modelPoll(waiter, "take", token);
       return {
         real: { taken: real.taken, contested: real.contested },
         modelled: { taken: modelled[0] === 1, contested: modelled[9] === 1 },
@@ -313,7 +311,7 @@ describe("gate scripts: keys shared with another resource set", () => {
     const same = "s".repeat(40);
     for (const key of [a, b]) {
       await node.command(["SET", key, same, "PX", 5000], AbortSignal.timeout(5000));
-      model.set(key, same, 5000);
+      await model.set(key, same, 5000);
     }
     const whole = await poll("w1");
     expect(whole.real).toEqual({ taken: false, contested: false });
@@ -321,14 +319,14 @@ describe("gate scripts: keys shared with another resource set", () => {
 
     // Only b held, by another set's holder: contested.
     await node.command(["DEL", a], AbortSignal.timeout(5000));
-    model.del(a);
+    await model.del(a);
     const part = await poll("w1");
     expect(part.real).toEqual({ taken: false, contested: true });
     expect(part.modelled).toEqual(part.real);
 
     // Free again, within 2 s: a waiter further back still hears of it (the first in line takes).
     await node.command(["DEL", b], AbortSignal.timeout(5000));
-    model.del(b);
+    await model.del(b);
     const after = await poll("w2");
     expect(after.real).toEqual({ taken: false, contested: true });
     expect(after.modelled).toEqual(after.real);
@@ -342,20 +340,20 @@ describe("gate scripts: a place kept by a release", () => {
 
     // Alone: a release keeps no place (nobody to queue behind).
     expect((await pollGate(node, [key], request("w1", "take", holder), context())).taken).toBe(true);
-    modelPoll("w1", "take", holder);
+    await modelPoll("w1", "take", holder);
     const alone = await releaseOnGate(node, [key], holder, held(5000), context(), { waiter: "w1-next", leaseMs: 2000 });
-    const aloneModel = runGateRelease(model, keys, [holder, "1", "5000", "w1-next", "2000"]) as number[];
+    const aloneModel = await model.gateRelease(keys, [holder, "1", "5000", "w1-next", "2000"]);
     expect(alone.ticket).toBe(0);
     expect(aloneModel[2]).toBe(0);
 
     // With w2 in line: the releaser's next entry goes behind w2.
     const again = "g".repeat(40);
     expect((await pollGate(node, [key], request("w1", "take", again), context())).taken).toBe(true);
-    modelPoll("w1", "take", again);
+    await modelPoll("w1", "take", again);
     expect((await pollGate(node, [key], request("w2", "wait", "-"), context())).rank).toBe(0);
-    modelPoll("w2", "wait", "-");
+    await modelPoll("w2", "wait", "-");
     const kept = await releaseOnGate(node, [key], again, held(5000), context(), { waiter: "w1-next", leaseMs: 2000 });
-    const keptModel = runGateRelease(model, keys, [again, "1", "5000", "w1-next", "2000"]) as number[];
+    const keptModel = await model.gateRelease(keys, [again, "1", "5000", "w1-next", "2000"]);
     expect(kept.outcome).toBe("released");
     expect(kept.waiting).toBe(1);
     expect(kept.ticket).toBeGreaterThan(0);
@@ -363,7 +361,7 @@ describe("gate scripts: a place kept by a release", () => {
     const later = await pollGate(node, [key], { ...request("w1-next", "wait", "-"), ticket: kept.ticket }, context());
     expect(later.rank).toBe(1);
     expect(later.ticket).toBe(kept.ticket);
-    expect(modelPoll("w1-next", "wait", "-")[1]).toBe(1);
+    expect((await modelPoll("w1-next", "wait", "-"))[1]).toBe(1);
   });
 });
 
@@ -376,7 +374,7 @@ describe("gate scripts: a lock left free without a release through the gate", ()
     expect((await both("w1", "take", first)).taken).toBe(true);
     await new Promise((r) => setTimeout(r, 40));
     await releaseOnGate(node, [key], first, held(5000), context());
-    runGateRelease(model, keys, [first, "1", "5000", "", "0"]);
+    await model.gateRelease(keys, [first, "1", "5000", "", "0"]);
 
     // Taken at the gate, then a place joins the line and is never polled again; the holder's key
     // goes without a release through the gate (a placeholder running out, a lock expiring).
@@ -384,7 +382,7 @@ describe("gate scripts: a lock left free without a release through the gate", ()
     expect((await both("w2", "take", second)).taken).toBe(true);
     expect((await both("ghost", "wait", "-")).rank).toBe(0);
     await node.command(["DEL", key], AbortSignal.timeout(5000));
-    model.del(key);
+    await model.del(key);
 
     // Right away the place at the head keeps its turn; a hold and a half later, it does not.
     const third = "n".repeat(40);
@@ -406,17 +404,7 @@ describe("handing a lock over in its release", () => {
         ttlMs: 4000,
         waiter,
       });
-      const modelled = runGateRelease(model, keys, [
-        token,
-        "1",
-        "5000",
-        "",
-        "0",
-        "0",
-        next,
-        "4000",
-        waiter,
-      ]) as number[];
+      const modelled = await model.gateRelease(keys, [token, "1", "5000", "", "0", "0", next, "4000", waiter]);
       expect({
         outcome: real.outcome,
         waiting: real.waiting,

@@ -80,6 +80,7 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   fencing: ["base", "transport", "core"],
   upstash: ["base", "transport"],
   hono: ["base", "transport", "core"],
+  testing: ["base", "transport", "core", "isolate", "waiting", "fencing"],
 };
 
 /** The imports that break the layering: `from → to` for each. */
@@ -139,6 +140,14 @@ describe("src/ has a shape you can read in one direction", () => {
       "core/engine.ts → fencing/index.ts",
       "core/lock.ts → waiting/state.ts",
     ]);
+  });
+
+  it("keeps the testing module out of every other entry and layer: only `edge-redlock/testing` carries it", () => {
+    const importers = [...graph]
+      .filter(([file, imports]) => !file.startsWith("testing/") && imports.some((to) => to.startsWith("testing/")))
+      .map(([file]) => file);
+    expect(graph.get("testing/index.ts")?.length).toBeGreaterThan(0);
+    expect(importers).toEqual([]);
   });
 
   it("has no import cycle", () => {

@@ -1,20 +1,27 @@
 /**
- * The gate scripts (src/waiting/scripts/gate.ts, gate-release.ts) in TypeScript, for the in-memory fake
- * nodes of the unit tests. An integration test checks that they answer like the Lua on a real
- * redis-server.
+ * The gate scripts (src/waiting/scripts/gate.ts, gate-release.ts) in TypeScript, for the memory
+ * node. The real scripts keep a gate's line in three keys beside the lock keys (a queue, leases
+ * and a stats hash); this model keeps the same facts in one object per gate, apart from the
+ * keyspace. test/integration/gate-differential.test.ts checks that it answers like the Lua on a
+ * real redis-server, step for step.
+ * @module
  */
-import type { RedisReply } from "../../../src/transport/rest.js";
+import type { RedisReply } from "../transport/rest.js";
 
-/** What a fake node exposes to the gate: string keys with expiry, and now(). */
+/** What the gate needs of a node: string keys with expiry, the node's time, and its gates' state. */
 export interface GateStore {
   get(key: string): string | undefined;
+  /** Remaining TTL in ms: -2 when missing, -1 without a TTL. */
   pttl(key: string): number;
   set(key: string, value: string, ttlMs: number): void;
   del(key: string): number;
   now(): number;
+  /** Each gate's line and statistics, by its queue key (emptied when the node restarts). */
+  readonly gates: Map<string, GateState>;
 }
 
-interface GateState {
+/** One gate's line and what it learned of holds, as the Lua keeps it in its queue, leases and stats keys. */
+export interface GateState {
   queue: Map<string, number>;
   leases: Map<string, number>;
   seq: number;
@@ -40,15 +47,8 @@ interface GateState {
   unreleased: number;
 }
 
-const states = new WeakMap<GateStore, Map<string, GateState>>();
-
 function stateOf(store: GateStore, queueKey: string): GateState {
-  let byKey = states.get(store);
-  if (!byKey) {
-    byKey = new Map();
-    states.set(store, byKey);
-  }
-  let state = byKey.get(queueKey);
+  let state = store.gates.get(queueKey);
   if (!state) {
     state = {
       queue: new Map(),
@@ -69,14 +69,9 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       foreign: 0,
       unreleased: 0,
     };
-    byKey.set(queueKey, state);
+    store.gates.set(queueKey, state);
   }
   return state;
-}
-
-/** Forget every gate's queue on a store (a restart). */
-export function forgetGates(store: GateStore): void {
-  states.delete(store);
 }
 
 function rankOf(state: GateState, waiter: string): number {
@@ -96,6 +91,7 @@ function purge(state: GateState, now: number): void {
   }
 }
 
+/** The gate script (see src/waiting/scripts/gate.ts for its KEYS, ARGV and reply). */
 export function runGate(store: GateStore, keys: string[], argv: string[]): RedisReply {
   const n = Number(argv[5]);
   const lockKeys = keys.slice(0, n);
@@ -164,6 +160,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
   return [0, rank, pttl, freeIn, state.hold, ticket, state.dev, state.cycle, state.turns, contested, 0];
 }
 
+/** The gate-release script (see src/waiting/scripts/gate-release.ts for its KEYS, ARGV and reply). */
 export function runGateRelease(store: GateStore, keys: string[], argv: string[]): RedisReply {
   const n = Number(argv[1]);
   const ttl = Number(argv[2]);

@@ -1,14 +1,20 @@
 /**
- * The fencing scripts' semantics in TypeScript, for the in-memory FakeNode: a line-by-line mirror
- * of the Lua in src/fencing/scripts/ and src/fencing/guard.ts. The differential test
- * (test/integration/fencing-differential.test.ts) checks that both answer alike on real
- * redis-server, so unit tests built on it say something about the real scripts.
+ * The fencing scripts' semantics in TypeScript, for the memory node: a line-by-line mirror of the
+ * Lua in src/fencing/scripts/ and src/fencing/guard.ts. The differential test
+ * (test/integration/fencing-differential.test.ts) checks that both answer alike on a real
+ * redis-server, so tests built on the memory node say something about the real scripts.
+ * @module
  */
 
-/** The part of a fake Redis the scripts need. Errors are thrown as `Error(message)`. */
-export interface FakeStore {
-  getString(key: string): string | undefined;
-  setString(key: string, value: string, ttlMs?: number): void;
+/**
+ * The part of a node the scripts need. A script's own `error(...)` is thrown as
+ * {@link ScriptError}; the store throws what a failed `redis.call` would (WRONGTYPE).
+ */
+export interface FenceStore {
+  /** A string key's value (GET). */
+  get(key: string): string | undefined;
+  /** SET, with PX when `ttlMs` is given. */
+  set(key: string, value: string, ttlMs?: number): void;
   exists(key: string): boolean;
   hget(key: string, field: string): string | undefined;
   hset(key: string, field: string, value: string): void;
@@ -16,24 +22,28 @@ export interface FakeStore {
 
 const MAX = 9007199254740991;
 
-export function canonical(text: unknown): text is string {
+/** Whether `text` is a counter as the scripts write it: a decimal integer without leading zeros, at most 2^53 - 1. */
+function canonical(text: unknown): text is string {
   if (typeof text !== "string" || text.length > 16) return false;
   if (text !== "0" && !/^[1-9][0-9]*$/.test(text)) return false;
   return Number(text) <= MAX;
 }
 
+/** An `error(...)` raised by a script's own Lua (not by a command it called). */
+export class ScriptError extends Error {}
+
 function luaError(message: string): never {
-  throw new Error(`ERR user_script: ${message}`);
+  throw new ScriptError(message);
 }
 
-function counter(s: FakeStore, keys: string[], field: string): [number, string] {
+function counter(s: FenceStore, keys: string[], field: string): [number, string] {
   const text = s.hget(keys[2] as string, field);
   if (text === undefined) return [0, "0"];
   if (!canonical(text)) luaError("edge-redlock: corrupt fence counter");
   return [Number(text), text];
 }
 
-function highest(s: FakeStore, keys: string[], fields: string[]): [number, string] {
+function highest(s: FenceStore, keys: string[], fields: string[]): [number, string] {
   let best = 0;
   let text = "0";
   for (const field of fields) {
@@ -48,8 +58,8 @@ function parseMarker(marker: string): [string, string] | undefined {
   return match ? [match[1] as string, match[2] as string] : undefined;
 }
 
-function health(s: FakeStore, keys: string[], fields: string[]): [string, string] {
-  const marker = s.getString(keys[0] as string);
+function health(s: FenceStore, keys: string[], fields: string[]): [string, string] {
+  const marker = s.get(keys[0] as string);
   if (marker === undefined) return ["NO_MARKER", ""];
   const parsed = parseMarker(marker);
   if (!parsed || (parsed[0] !== "ok" && parsed[0] !== "recovering")) {
@@ -64,7 +74,7 @@ function health(s: FakeStore, keys: string[], fields: string[]): [string, string
 }
 
 /** Run the fencing script `name`; returns the reply, or throws like a Lua error. */
-export function runFenceScript(s: FakeStore, name: string, keys: string[], argv: string[]): unknown {
+export function runFenceScript(s: FenceStore, name: string, keys: string[], argv: string[]): unknown {
   switch (name) {
     case "fence-acquire": {
       const fields = argv.slice(2);
@@ -76,10 +86,10 @@ export function runFenceScript(s: FakeStore, name: string, keys: string[], argv:
       const [, fence] = highest(s, keys, fields);
       const lockKeys = keys.slice(4);
       for (const key of lockKeys) {
-        const holder = s.getString(key);
+        const holder = s.get(key);
         if (holder !== undefined && holder !== argv[0]) return ["BUSY", fence, id];
       }
-      for (const key of lockKeys) s.setString(key, argv[0] as string, Number(argv[1]));
+      for (const key of lockKeys) s.set(key, argv[0] as string, Number(argv[1]));
       return ["OK", fence, id];
     }
     case "fence-ratchet": {
@@ -91,7 +101,7 @@ export function runFenceScript(s: FakeStore, name: string, keys: string[], argv:
       const [status, id] = health(s, keys, fields);
       if (status !== "OK") return [status, "0", id];
       const [best, fence] = highest(s, keys, fields);
-      for (const key of keys.slice(4)) if (s.getString(key) !== argv[0]) return ["LOST", fence, id];
+      for (const key of keys.slice(4)) if (s.get(key) !== argv[0]) return ["LOST", fence, id];
       if (best >= Number(argv[1])) return ["NACK", fence, id];
       for (const field of fields) s.hset(keys[2] as string, field, argv[1] as string);
       return ["ACK", argv[1], id];
@@ -104,7 +114,7 @@ export function runFenceScript(s: FakeStore, name: string, keys: string[], argv:
     case "fence-repair": {
       if (argv.length < 3) luaError("edge-redlock: nothing to repair");
       if (!canonical(argv[1])) luaError("edge-redlock: invalid repair fence");
-      const marker = s.getString(keys[0] as string);
+      const marker = s.get(keys[0] as string);
       if (marker === undefined) return ["NO_MARKER", "0", ""];
       const parsed = parseMarker(marker);
       if (!parsed) luaError("edge-redlock: corrupt incarnation marker");
@@ -120,17 +130,17 @@ export function runFenceScript(s: FakeStore, name: string, keys: string[], argv:
     }
     case "fence-quarantine": {
       if (!/^[0-9a-fA-F]+$/.test(argv[0] ?? "")) luaError("edge-redlock: invalid incarnation id");
-      const marker = s.getString(keys[0] as string);
+      const marker = s.get(keys[0] as string);
       if (marker !== undefined) return ["PRESENT", "0", parseMarker(marker)?.[1] ?? ""];
-      s.setString(keys[0] as string, `recovering:${argv[0]}`);
-      s.setString(keys[1] as string, argv[0] as string, Number(argv[1]));
+      s.set(keys[0] as string, `recovering:${argv[0]}`);
+      s.set(keys[1] as string, argv[0] as string, Number(argv[1]));
       return ["QUARANTINED", "0", argv[0]];
     }
     case "fence-init": {
       if (!/^[0-9a-fA-F]+$/.test(argv[0] ?? "")) luaError("edge-redlock: invalid incarnation id");
-      const marker = s.getString(keys[0] as string);
+      const marker = s.get(keys[0] as string);
       if (marker !== undefined) return ["PRESENT", "0", parseMarker(marker)?.[1] ?? ""];
-      s.setString(keys[0] as string, `ok:${argv[0]}`);
+      s.set(keys[0] as string, `ok:${argv[0]}`);
       return ["INITIALIZED", "0", argv[0]];
     }
     case "fenced-write": {
@@ -144,7 +154,7 @@ export function runFenceScript(s: FakeStore, name: string, keys: string[], argv:
       }
       s.hset(keys[0] as string, "fence", text);
       s.hset(keys[0] as string, "token", argv[1] as string);
-      s.setString(keys[1] as string, argv[2] as string);
+      s.set(keys[1] as string, argv[2] as string);
       return [1, text];
     }
     default:
