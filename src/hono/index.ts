@@ -24,9 +24,12 @@ import {
   InvalidArgumentError,
   LockHeldError,
   QuorumUnavailableError,
+  RequestBudgetError,
   ValidityExhaustedError,
 } from "../base/errors.js";
 import type { Lock } from "../core/lock.js";
+import { checkOptionNames } from "../core/option-names.js";
+import { validateTtl } from "../core/options.js";
 import type { Redlock, UsingOptions } from "../core/redlock.js";
 
 /** Context variables the middleware sets. */
@@ -76,6 +79,14 @@ export function withLock<E extends Env = Env, P extends string = string, I exten
   options: WithLockOptions<E, P, I>,
 ): MiddlewareHandler<E & { Variables: LockVariables }, P, I> {
   const { redlock, resource, ttlMs, retryAfterSeconds = 1, ...lockOptions } = options;
+  // The developer's mistakes fail here, when the app is built, not as a 400 that blames the
+  // HTTP client: at request time an InvalidArgumentError can only be about the resource name.
+  try {
+    validateTtl(ttlMs);
+  } catch (error) {
+    throw new ConfigurationError(`withLock: ${(error as Error).message}`, { cause: error });
+  }
+  checkOptionNames(lockOptions, "withLock()", [], (message) => new ConfigurationError(message));
   return async (c, next) => {
     const context = c as unknown as Context<E, P, I>;
     const client = typeof redlock === "function" ? redlock(context) : redlock;
@@ -100,6 +111,9 @@ export function withLock<E extends Env = Env, P extends string = string, I exten
       );
     } catch (error) {
       if (entered) throw error;
+      // Failed attempts leave cleanup in the background: on Workers, keep this request alive
+      // for it, or it is cut off (and shows up, abandoned, in a later request's settled()).
+      executionWaitUntil(c)?.(client.settled());
       const answer = lockErrorAnswer(error);
       if (!answer) throw error;
       if (answer.status !== 400 && answer.status !== 500) c.header("Retry-After", String(retryAfterSeconds));
@@ -181,7 +195,8 @@ function lockErrorAnswer(
   if (
     error instanceof QuorumUnavailableError ||
     error instanceof AcquireTimeoutError ||
-    error instanceof ValidityExhaustedError
+    error instanceof ValidityExhaustedError ||
+    error instanceof RequestBudgetError
   ) {
     return { status: 503, body: { error: error.code, message: "the lock service is unavailable; try again" } };
   }

@@ -48,6 +48,7 @@ describe("README and docs samples", () => {
     const count = (prefix: string) => SAMPLES.filter((s) => s.file.startsWith(prefix)).length;
     expect(count("README.md")).toBeGreaterThanOrEqual(7);
     expect(count("docs/fencing.md")).toBeGreaterThanOrEqual(3);
+    expect(count("docs/testing.md")).toBeGreaterThanOrEqual(3);
     expect(count("docs/")).toBeGreaterThanOrEqual(12);
   });
 

@@ -9,7 +9,7 @@
 import { Hono } from "hono";
 import { describe, expect, expectTypeOf, it } from "vitest";
 import { type LockVariables, withLock } from "../../src/hono/index.js";
-import { Redlock } from "../../src/index.js";
+import { ConfigurationError, Redlock } from "../../src/index.js";
 import { type FakeNode, fakeNodes } from "./support/fake-node.js";
 
 type Bindings = { KEY_PREFIX: string };
@@ -114,5 +114,33 @@ describe("withLock", () => {
     const free = await app.request("/busy/2", { method: "POST" });
     expect(free.status).toBe(200);
     expect(await free.text()).toBe("ran");
+  });
+});
+
+describe("withLock: the developer's mistakes and the failure path", () => {
+  it.each([
+    ["a TTL of 0", { ttlMs: 0 }],
+    ["an option typo", { ttlMs: 10_000, retryDelayMs: 5 }],
+  ])("%s fails when the app is built, as a ConfigurationError, not later as a 400", (_, given) => {
+    const { redlock } = setup();
+    const build = () => withLock({ redlock, resource: () => "r", ...(given as { ttlMs: number }) });
+    expect(build).toThrow(ConfigurationError);
+  });
+
+  it("a failed acquisition hands the client's background work to the platform's waitUntil", async () => {
+    const { nodes, redlock } = setup();
+    for (const n of nodes) n.occupy("r");
+    const kept: Promise<unknown>[] = [];
+    const app = new Hono();
+    app.post("/r", withLock({ redlock, ttlMs: 10_000, resource: () => "r" }), (c) => c.text("ran"));
+    const executionCtx = {
+      waitUntil: (p: Promise<unknown>) => kept.push(p),
+      passThroughOnException: () => {},
+      props: {},
+    };
+    const response = await app.request("/r", { method: "POST" }, {}, executionCtx);
+    expect(response.status).toBe(409);
+    expect(kept.length).toBeGreaterThanOrEqual(1);
+    await Promise.all(kept);
   });
 });
