@@ -46,6 +46,27 @@ export function isFailure(outcome: NodeOutcomeKind): boolean {
 }
 
 /**
+ * Whether why a refused vote was refused depends on the nodes that had not answered when it was
+ * decided (`pending`): held on them it would be contention, failed it would be an outage. Its
+ * reason must then wait for their answers (a down node refusing at once decides the vote before
+ * the nodes that hold the lock have said so).
+ */
+export function reasonPending(outcomes: readonly NodeOutcomeKind[], quorum: number): boolean {
+  if (!outcomes.includes("pending")) return false;
+  const held = refusalReason(
+    outcomes.map((o) => (o === "pending" ? "held" : o)),
+    quorum,
+  );
+  return (
+    held !==
+    refusalReason(
+      outcomes.map((o) => (o === "pending" ? "error" : o)),
+      quorum,
+    )
+  );
+}
+
+/**
  * Why an acquisition attempt was refused: `held` when the nodes holding another token alone rule
  * out a quorum (contention), otherwise `unavailable` (errors and timeouts were decisive).
  */

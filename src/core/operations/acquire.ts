@@ -12,7 +12,7 @@ import type { FanOut, TaskContext } from "../fanout.js";
 import { Lock, type LockOperations } from "../lock.js";
 import { acquireOnNode } from "../node-operations.js";
 import type { AcquireRequest, Fencing, ResolvedOptions } from "../options.js";
-import { refusalReason } from "../quorum.js";
+import { reasonPending, refusalReason } from "../quorum.js";
 import { randomToken } from "../token.js";
 import { cleanUpAcquisition } from "./cleanup.js";
 import { summary } from "./summary.js";
@@ -134,7 +134,13 @@ export async function attemptAcquire(
       return acquireBehindGate(engine, request, i, token, gate, context);
     },
   });
-  const { report, fan } = vote;
+  const { fan } = vote;
+  let report = vote.report;
+  if (!gate && !report.ok && report.votes < options.quorum && reasonPending(outcomesOf(report), options.quorum)) {
+    // Contention or an outage: the nodes still answering tell (by the request deadline). (An
+    // attempt behind the gate asks "held" nodes again while it may: its waiter reads its answers.)
+    report = { ...report, nodes: await fan.outcomes };
+  }
   if (report.ok) {
     const lock = new Lock({
       resources,
@@ -185,6 +191,10 @@ async function acquireBehindGate(
       return outcome;
     await sleep(gate.retryHeldEveryMs, context.signal);
   }
+}
+
+function outcomesOf(report: AttemptReport): NodeOutcomeKind[] {
+  return report.nodes.map((n) => n.outcome);
 }
 
 export function abortedError(resources: readonly string[], reports: AttemptReport[], reason: unknown): AbortedError {

@@ -16,6 +16,7 @@
  * @module
  */
 
+import { ConfigurationError } from "../../base/errors.js";
 import type { NodeOutcome } from "../../base/report.js";
 import { backgroundTimeout } from "../../base/signals.js";
 import { callHook, type Engine } from "../engine.js";
@@ -148,10 +149,12 @@ async function releaseOne(
 /**
  * Whether a node's request may have been applied, or may still be, although we have no yes for
  * it: a timeout, an abort, a transport failure or a server error (a proxy may have passed the
- * command on). A redirect, a 4xx answer or a Redis error reply is a definite "not applied".
+ * command on). A redirect, a 4xx answer, rejected credentials (a `ConfigurationError`, from any
+ * node implementation) or a Redis error reply is a definite "not applied".
  */
 export function mayHaveApplied(outcome: NodeOutcome): boolean {
   if (!isFailure(outcome.outcome)) return false;
+  if (outcome.error instanceof ConfigurationError) return false;
   if (outcome.status !== undefined && outcome.status >= 300 && outcome.status < 500) return false;
   return (outcome.error as { redisError?: unknown } | undefined)?.redisError === undefined;
 }
