@@ -20,6 +20,7 @@ export type RedlockErrorCode =
   | "LOCK_LOST"
   | "NODE_ERROR"
   | "REQUEST_BUDGET"
+  | "RATE_LIMITED"
   | "FENCING_UNINITIALIZED"
   | "FENCING_INIT_REFUSED";
 
@@ -170,11 +171,36 @@ export class NodeError extends RedlockError {
   readonly status: number | undefined;
   /** The Redis error text (`{"error": ...}`), when the node answered with one. */
   readonly redisError: string | undefined;
-  constructor(node: string, message: string, options: { status?: number; redisError?: string; cause?: unknown } = {}) {
+  /** How long the node asked us to wait (`Retry-After` of a 429), in ms, when it said. */
+  readonly retryAfterMs: number | undefined;
+  constructor(
+    node: string,
+    message: string,
+    options: { status?: number; redisError?: string; cause?: unknown; retryAfterMs?: number } = {},
+  ) {
     super("NODE_ERROR", message, { cause: options.cause });
     this.node = node;
     this.status = options.status;
     this.redisError = options.redisError;
+    this.retryAfterMs = options.retryAfterMs;
+  }
+
+  /** The node refused for its rate or quota: HTTP 429, or a quota error of the provider. */
+  get rateLimited(): boolean {
+    return this.status === 429 || /\bmax (?:daily |monthly )?requests? limit exceeded/i.test(this.redisError ?? "");
+  }
+}
+
+/**
+ * The nodes refused for their rate or quota (HTTP 429, or a provider's request limit): not
+ * contention, and not an outage to page for; retry after `retryAfterMs` when the nodes said.
+ */
+export class RateLimitedError extends RedlockError {
+  /** The longest `Retry-After` the nodes gave, in ms, when any did. */
+  readonly retryAfterMs: number | undefined;
+  constructor(message: string, attempts: readonly AttemptReport[], retryAfterMs: number | undefined, cause?: unknown) {
+    super("RATE_LIMITED", message, { attempts, cause });
+    this.retryAfterMs = retryAfterMs;
   }
 }
 
@@ -193,6 +219,7 @@ export interface RedlockErrorByCode {
   LOCK_LOST: LockLostError;
   NODE_ERROR: NodeError;
   REQUEST_BUDGET: RequestBudgetError;
+  RATE_LIMITED: RateLimitedError;
   FENCING_UNINITIALIZED: FencingError;
   FENCING_INIT_REFUSED: FencingError;
 }

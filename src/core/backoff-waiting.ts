@@ -11,7 +11,7 @@ import { sleep } from "../base/signals.js";
 import { fullJitterDelay } from "./backoff.js";
 import type { Engine } from "./engine.js";
 import type { Lock, LockOperations } from "./lock.js";
-import { abortedError, attemptOnce, failureError } from "./operations/acquire.js";
+import { abortedError, attemptOnce, failureError, rateLimitOf } from "./operations/acquire.js";
 import { summary } from "./operations/summary.js";
 import { type AcquireRequest, MAX_DELAY_MS, type ResolvedOptions } from "./options.js";
 import type { WaitingStrategy } from "./waiting.js";
@@ -138,7 +138,9 @@ export function retryDelay(
 ): number {
   const delay = policyDelay(o, attempt, report, reports);
   if (delay === null) throw failureError(resources, reports, o.quorum);
-  return delay;
+  // Nodes that rate-limited us said when to come back: never sooner.
+  const after = rateLimitOf(report)?.retryAfterMs;
+  return after === undefined ? delay : Math.max(delay, Math.min(after, MAX_DELAY_MS));
 }
 
 /** The retry policy's delay after attempt number `attempt` failed, or `null` when it says stop. */

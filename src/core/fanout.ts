@@ -23,8 +23,9 @@ export interface TaskContext {
 }
 
 /**
- * The requests one `acquire()` call has sent, through every fan-out it started (its attempts, its
- * polls, the cleanup of its failed attempts, the cluster check): what its request budget counts.
+ * The requests one `acquire()` call has sent and waited for, through every fan-out it made (its
+ * attempts, its polls, the cluster check): what its request budget counts. The cleanup of its
+ * failed attempts runs in the background, not waited for, and is not counted (`settled()` covers it).
  */
 export interface RequestMeter {
   sent: number;

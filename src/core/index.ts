@@ -22,6 +22,7 @@ export {
   LockLostError,
   NodeError,
   QuorumUnavailableError,
+  RateLimitedError,
   RedlockError,
   RequestBudgetError,
   ValidityExhaustedError,
@@ -46,6 +47,7 @@ export {
 export type {
   AcquireOptions,
   InspectedNode,
+  InspectOptions,
   InspectResult,
   NodeConfig,
   RedlockConfig,

@@ -43,6 +43,16 @@ export interface RedlockConfig extends RedlockOptions {
   clusterName?: string | undefined;
 }
 
+/** Options of `inspect`. */
+export interface InspectOptions extends RedlockOptions {
+  /**
+   * Show the holders' tokens whole. A token is a capability (a release by token accepts it): do
+   * not serve it to anyone who should not release the lock.
+   * @default false (shown as `…` and the last 4 characters)
+   */
+  revealTokens?: boolean | undefined;
+}
+
 /** Per-call options of `acquire`, `tryAcquire` and `using`. */
 export interface AcquireOptions extends RedlockOptions {
   /** Cancels the acquisition (and, in `using`, is passed on to the routine's signal). */
@@ -192,12 +202,22 @@ export class Redlock {
   }
 
   /**
-   * Read a resource's key on every node: its value (the holder's token) and PTTL, or the error.
-   * A diagnostic, not a lock check: the answer can be stale by the time it arrives.
+   * Read a resource's key on every node: who holds it and its PTTL, or the error. A diagnostic,
+   * not a lock check: the answer can be stale by the time it arrives. The holder's token is shown
+   * as `…` and its last 4 characters (a token is a capability: a release by token accepts it),
+   * unless `revealTokens: true` is given.
    */
-  async inspect(resource: string, options?: RedlockOptions): Promise<InspectResult> {
+  async inspect(resource: string, options?: InspectOptions): Promise<InspectResult> {
     const [checked] = validateResources(resource);
-    return inspectResource(this.#engine, this.#resolve(options, 10_000, "inspect()"), checked as string);
+    let reveal = false;
+    let overrides: RedlockOptions | undefined = options;
+    if (options !== undefined && typeof options === "object" && options !== null && "revealTokens" in options) {
+      const { revealTokens, ...rest } = options;
+      if (typeof revealTokens !== "boolean") throw new InvalidArgumentError("revealTokens must be true or false");
+      reveal = revealTokens;
+      overrides = rest;
+    }
+    return inspectResource(this.#engine, this.#resolve(overrides, 10_000, "inspect()"), checked as string, reveal);
   }
 
   /**

@@ -20,7 +20,11 @@ export async function runUnderLock<T>(
   const extending = autoExtend(lock, stop.signal);
   const signal = callerSignal ? anySignal([lock.signal, callerSignal]) : lock.signal;
   try {
-    return await routine(signal, lock);
+    const result = await routine(signal, lock);
+    // A routine that ignored the signal and outlived its lock must not resolve as if it held the
+    // lock throughout: the loss (or expiry) is the call's outcome. A release of its own is not.
+    if (!lock.released) lock.assertHeld(0);
+    return result;
   } finally {
     stop.abort();
     const releasing = releaseAfter(extending, lock);

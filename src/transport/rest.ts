@@ -81,6 +81,13 @@ export function restNode(config: RestNodeConfig): RedisNode {
         });
       }
       if (isRedirect(response)) throw redirectError(id, url, response);
+      if (response.status === 429) {
+        const retryAfterMs = retryAfter(response.headers.get("retry-after"));
+        throw new NodeError(id, `${id} is rate-limited (HTTP 429)`, {
+          status: 429,
+          ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+        });
+      }
       return parseReply(id, response.status, text, [token, ...commandSecrets(args)]);
     },
   };
@@ -156,10 +163,26 @@ export function parseReply(id: string, status: number, text: string, secrets: re
       cause: new NodeError(id, `HTTP ${status}`, { status }),
     });
   }
+  // No Redis REST endpoint at this URL: its path is wrong (or it is another service). Retrying
+  // cannot help; say so at once.
+  if (status === 404 || status === 405) {
+    throw new ConfigurationError(
+      `node ${id} answered HTTP ${status}: its URL is not a Redis REST endpoint (check the URL's path)`,
+      { node: id, status, cause: new NodeError(id, `HTTP ${status}`, { status }) },
+    );
+  }
   let body: unknown;
   try {
     body = JSON.parse(text);
   } catch {
+    // A web page where a REST answer should be: the URL leads somewhere else. (Truncated JSON
+    // may be a network fault: a node error, as usual.)
+    if (status >= 200 && status < 300 && /^\s*<(!doctype|html)/i.test(text)) {
+      throw new ConfigurationError(
+        `node ${id} answered ${describeBody(text)} with HTTP ${status}: its URL is not a Redis REST endpoint`,
+        { node: id, status, cause: new NodeError(id, `HTTP ${status}`, { status }) },
+      );
+    }
     throw new NodeError(id, `unparsable answer from ${id} (HTTP ${status}): ${describeBody(text)}`, { status });
   }
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
@@ -177,6 +200,14 @@ export function parseReply(id: string, status: number, text: string, secrets: re
     throw new NodeError(id, `answer from ${id} has no valid result: ${describeBody(text)}`, { status });
   }
   return record.result;
+}
+
+/** A `Retry-After` header (seconds, or an HTTP date) in ms, capped at a minute; undefined when absent or unreadable. */
+function retryAfter(header: string | null): number | undefined {
+  if (header === null) return undefined;
+  const seconds = Number(header);
+  const ms = Number.isFinite(seconds) ? seconds * 1000 : Date.parse(header) - Date.now();
+  return Number.isFinite(ms) ? Math.min(Math.max(0, Math.round(ms)), 60_000) : undefined;
 }
 
 /** Whether `value` has the shape of a Redis reply in JSON. */

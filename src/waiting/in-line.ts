@@ -13,7 +13,7 @@ import { randomToken } from "../core/token.js";
 import { fanOut } from "./attempts.js";
 import type { GateAnswer } from "./gate.js";
 import { currentPlaceholderMs, growPlaceholder, leave, poll, pollOn } from "./gate-client.js";
-import { abandon, checkAfterAttempt, noteProgress, pauseLimit, startPatience } from "./limits.js";
+import { abandon, checkAfterAttempt, giveUp, noteProgress, pauseLimit, roomForPoll, startPatience } from "./limits.js";
 import { type HandedOver, offerWindowEnd, pauseOrTakeOver, takeOver } from "./offers.js";
 import {
   hotWindow,
@@ -58,6 +58,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
       nextPollMs = pollInterval(s.holdMs, s.rttMs);
       continue;
     }
+    if (!roomForPoll(w)) giveUp(w);
     // Callers of this isolate that join the line together take turns to send their first polls.
     const joined = s.inLine
       ? undefined

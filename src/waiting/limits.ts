@@ -106,7 +106,17 @@ export function abandon(w: Waiter, reason: unknown): never {
   throw abortedError(w.request.resources, w.reports, reason);
 }
 
-function giveUp(w: Waiter): never {
+/**
+ * Whether the request budget has room for one more poll and the take after it, with the lock's
+ * release kept: when it has not, waiting ends as when the patience runs out (see {@link giveUp}),
+ * never in the middle of a turn.
+ */
+export function roomForPoll(w: Waiter): boolean {
+  return w.requestsSent() + 1 + 2 * w.engine.nodes.length <= w.o.requestBudget;
+}
+
+/** Waiting ends without a lock: the failure of the attempts made, or one last attempt when none was. */
+export function giveUp(w: Waiter): never {
   leave(w);
   // A caller that queued up at once (the key was hot) may give up before any fan-out.
   if (w.reports.length === 0) throw new PatienceRanOut();

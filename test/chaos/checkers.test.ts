@@ -9,7 +9,36 @@ import { checkOverlaps } from "../../tools/chaos/checkers/overlap.js";
 import type { CounterEvent, HistoryEvent } from "../../tools/chaos/history.js";
 import { audit, grant, monitorStream } from "./support/history.js";
 
+/** The handshake's measure of a client process's clock against the harness's (`clock-offset`). */
+function clockOffset(client: string, offsetMs: number, uncertaintyMs: number): HistoryEvent {
+  return { t: 0, process: "harness", type: "info", f: "clock-offset", data: { client, offsetMs, uncertaintyMs } };
+}
+
 describe("checker 1: overlapping grants", () => {
+  it("reads each process's times corrected by its measured clock offset", () => {
+    // c0's clock runs 85 ms ahead: its release at 1,085 on its clock is at 1,000 on the harness's,
+    // before c1's grant at 1,010.
+    const history = [
+      clockOffset("c0", 85, 5),
+      clockOffset("c1", 0, 0.5),
+      ...grant("c0.1", "a", { acquiredAt: 85, claimedUntil: 2085, releaseAt: 1085 }),
+      ...grant("c1", "b", { acquiredAt: 1010, claimedUntil: 3000, releaseAt: 1500 }),
+    ];
+    expect(checkOverlaps(history).anomalies).toEqual([]);
+  });
+
+  it("negative control: an overlap longer than the tolerance and the clocks' uncertainty is reported", () => {
+    const history = [
+      clockOffset("c0", 85, 5),
+      clockOffset("c1", 0, 0.5),
+      ...grant("c0", "a", { acquiredAt: 85, claimedUntil: 2085, releaseAt: 1105 }),
+      ...grant("c1", "b", { acquiredAt: 1010, claimedUntil: 3000, releaseAt: 1500 }),
+    ];
+    // c0 released at 1,020 on the harness clock: 10 ms into c1's grant, more than 1 + 5 + 0.5.
+    expect(checkOverlaps(history).anomalies).toHaveLength(1);
+    expect(checkOverlaps(history).anomalies[0]).toMatchObject({ start: 1010, end: 1020 });
+  });
+
   it("passes grants that follow each other", () => {
     const history = [
       ...grant("c0", "a", { acquiredAt: 0, claimedUntil: 1000, releaseAt: 400 }),

@@ -80,6 +80,9 @@ describe("fenced grants on real nodes", () => {
           keyPrefix,
           fencing,
           acquireTimeoutMs: 300_000,
+          // Fence order under contention is under test, not the request budget: fenced locks wait
+          // with fan-outs of two phases, and 20 clients on one key would spend the default's 40.
+          requestBudget: Infinity,
           onAttempt: (report) => {
             if (report.operation !== "acquire") return;
             attempts++;

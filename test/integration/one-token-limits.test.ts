@@ -7,7 +7,7 @@
  *   `maxHoldMs`), not only the extensions.
  */
 import { describe, expect, it } from "vitest";
-import { type Lock, LockHeldError, Redlock, type UsingOptions } from "../../src/index.js";
+import { type Lock, LockHeldError, LockLostError, Redlock, type UsingOptions } from "../../src/index.js";
 import { auditClaim } from "./support/claims.js";
 import { sleep } from "./support/isolates.js";
 import { uniqueKey } from "./support/nodes.js";
@@ -90,10 +90,23 @@ describe("maxHoldMs caps the claim", () => {
   /** Clock reads around the grant (the start is read before the call, the lock's t0 just after). */
   const TOLERANCE_MS = 20;
 
+  /** The latest claim of a routine that outlives the cap; using() then rejects with LockLostError. */
   async function usingWithCap(key: string, ttlMs: number, options: UsingOptions): Promise<number> {
     const redlock = new Redlock({ nodes: endpoints() });
     const start = performance.now();
-    return redlock.using(key, ttlMs, async (_signal, lock) => sampleClaims(lock, start, 1200), options);
+    let latest = Number.NaN;
+    const outcome = await redlock
+      .using(
+        key,
+        ttlMs,
+        async (_signal, lock) => {
+          latest = await sampleClaims(lock, start, 1200);
+        },
+        options,
+      )
+      .catch((e: unknown) => e);
+    expect(outcome).toBeInstanceOf(LockLostError);
+    return latest;
   }
 
   it("using(r, 500, routine, { maxHoldMs: 800 }): elapsed + remainingMs() stays within 800 ms", async () => {

@@ -141,6 +141,8 @@ describe("with nodes killed, paused or slow", () => {
       nodes: endpoints(),
       acquireTimeoutMs: 800,
       retryBaseDelayMs: 50,
+      // The deadline under test, not the request budget: it would end the attempts first.
+      requestBudget: Infinity,
       maxAttempts: 1000,
     })
       .acquire(uniqueKey("down3"), 10_000)
@@ -247,7 +249,7 @@ describe("extend and release on real nodes", () => {
     // The extension settled at a quorum: the slowest nodes may still be applying it.
     await vi.waitFor(
       async () => {
-        const view = await redlock.inspect(key);
+        const view = await redlock.inspect(key, { revealTokens: true });
         for (const node of view.nodes) {
           expect(node).toMatchObject({ value: token });
           expect((node as { pttlMs: number }).pttlMs).toBeGreaterThan(20_000);

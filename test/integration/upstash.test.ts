@@ -26,7 +26,7 @@ describe("@upstash/redis clients as nodes", () => {
     const redlock = new Redlock({ nodes: upstashNodes(clients()) });
     const key = uniqueKey("upstash");
     const lock = await redlock.acquire(key, 5000);
-    const view = await redlock.inspect(key);
+    const view = await redlock.inspect(key, { revealTokens: true });
     expect(view.nodes.every((n) => "value" in n && n.value === lock.token)).toBe(true);
     await lock.extend(10_000);
     const released = await lock.release();

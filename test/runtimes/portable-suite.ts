@@ -82,7 +82,7 @@ export function portableSuite(
 
   /** Every node's view of `resource`; throws if a live node failed to answer. */
   async function valuesOn(redlock: EdgeRedlock.Redlock, resource: string) {
-    const result = await redlock.inspect(resource);
+    const result = await redlock.inspect(resource, { revealTokens: true });
     assert.equal(result.key, keyPrefix + resource, "inspect reports the prefixed key");
     assert.equal(result.nodes.length, redlock.nodes.length, "inspect answers for every node");
     return result.nodes.map((n) => {
@@ -240,7 +240,7 @@ export function portableSuite(
       const heard = errors.find((e) => e.operation === "acquire");
       assert.equal(heard?.node, dead, "onNodeError names the dead node");
       assert.equal(heard?.outcome, "error", "the dead node's outcome is an error (not a timeout)");
-      const inspected = await redlock.inspect("degraded");
+      const inspected = await redlock.inspect("degraded", { revealTokens: true });
       const deadView = inspected.nodes[4]!;
       assert.ok("error" in deadView, "inspect reports the dead node's error");
       inspected.nodes.slice(0, 4).forEach((n, i) => {

@@ -25,7 +25,7 @@ describe("per-call options reach the lock's later operations", () => {
     const nodes = fakeNodes(3);
     let aborted: unknown;
     let remainingAtAbort = Number.NaN;
-    await run(
+    const outcome = await run(
       client(nodes).using(
         "r",
         500,
@@ -38,7 +38,9 @@ describe("per-call options reach the lock's later operations", () => {
         },
         { maxExtensions: 1 },
       ),
-    );
+    ).catch((e: unknown) => e);
+    // The routine ignored the signal and outlived the lock: using() says so.
+    expect(outcome).toBeInstanceOf(LockLostError);
     expect(extensionsSent(nodes[0] as FakeNode)).toBe(1);
     expect(aborted).toBeInstanceOf(LockLostError);
     expect(remainingAtAbort).toBeGreaterThan(0);
@@ -48,7 +50,7 @@ describe("per-call options reach the lock's later operations", () => {
     const nodes = fakeNodes(3);
     let lastValidAt = 0;
     const started = Date.now();
-    await run(
+    const outcome = await run(
       client(nodes).using(
         "r",
         500,
@@ -60,7 +62,8 @@ describe("per-call options reach the lock's later operations", () => {
         },
         { maxHoldMs: 800 },
       ),
-    );
+    ).catch((e: unknown) => e);
+    expect(outcome).toBeInstanceOf(LockLostError);
     expect(lastValidAt).toBeLessThanOrEqual(800);
   });
 

@@ -546,8 +546,17 @@ describe("inspect", () => {
     nodes[0]!.occupy("r", "abc", 5000);
     nodes[2]!.behaviour = { kind: "error" };
     const result = await run(client(nodes).inspect("r"), 1);
-    expect(result.nodes[0]).toEqual({ node: "n0", value: "abc", pttlMs: 5000 });
+    // A token is a capability: shown by its last 4 characters unless asked for whole.
+    expect(result.nodes[0]).toEqual({ node: "n0", value: "…abc", pttlMs: 5000 });
+    const revealed = await run(client(nodes).inspect("r", { revealTokens: true }), 1);
+    expect(revealed.nodes[0]).toMatchObject({ node: "n0", value: "abc" });
+    const token = "0123456789abcdef0123456789abcdef01234567";
+    nodes[1]!.occupy("r", token, 5000);
+    const shown = await run(client(nodes).inspect("r"), 1);
+    expect(JSON.stringify(shown)).not.toContain(token.slice(0, 8));
+    expect(shown.nodes[1]).toMatchObject({ value: "…4567" });
     expect(result.nodes[1]).toEqual({ node: "n1", value: null, pttlMs: -2 });
+    expect(revealed.nodes[1]).toEqual({ node: "n1", value: null, pttlMs: -2 });
     expect(result.nodes[2]).toMatchObject({ node: "n2", error: expect.any(Error) });
   });
 });
@@ -614,5 +623,41 @@ describe("bad input (DESIGN §5)", () => {
     for (const n of bad.slice(0, 2)) n.behaviour = { kind } as never;
     const error = await run(client(bad, { maxAttempts: 1 }).acquire("r", 1000), 1).catch((e) => e);
     expect(error).toBeInstanceOf(kind === "garbage" ? QuorumUnavailableError : ConfigurationError);
+  });
+});
+
+describe("using() and a routine that outlives its lock", () => {
+  it("rejects with LockLostError when the routine ignored the signal past the lock's validity", async () => {
+    const nodes = fakeNodes(3);
+    const error = await run(
+      client(nodes).using("r", 500, () => new Promise((resolve) => setTimeout(() => resolve("done"), 800)), {
+        maxExtensions: 0,
+      }),
+      1,
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockLostError);
+  });
+
+  it("negative control: a routine that ends within the lock's validity resolves with its result", async () => {
+    const nodes = fakeNodes(3);
+    const result = await run(
+      client(nodes).using("r", 500, () => new Promise((resolve) => setTimeout(() => resolve("done"), 100)), {
+        maxExtensions: 0,
+      }),
+      1,
+    );
+    expect(result).toBe("done");
+  });
+
+  it("a routine that released the lock itself resolves with its result", async () => {
+    const nodes = fakeNodes(3);
+    const result = await run(
+      client(nodes).using("r", 500, async (_signal, lock) => {
+        await lock.release();
+        return "done";
+      }),
+      1,
+    );
+    expect(result).toBe("done");
   });
 });

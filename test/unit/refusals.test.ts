@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { Redlock as PlainRedlock } from "../../src/core/index.js";
-import { LockHeldError, QuorumUnavailableError, Redlock } from "../../src/index.js";
+import { LockHeldError, NodeError, QuorumUnavailableError, RateLimitedError, Redlock } from "../../src/index.js";
 import { fakeClock, fakeNodes } from "./support/fake-node.js";
 import { run, useFakeTime } from "./support/fake-time.js";
 
@@ -57,5 +57,37 @@ describe("a node that rejected its token", () => {
     // The release goes to every node once (whether it holds the key is its own answer); nothing after.
     expect(nodes[0]!.log.length - (before[0] as number)).toBeLessThanOrEqual(1);
     expect(nodes[1]!.log.length - (before[1] as number)).toBeLessThanOrEqual(1);
+  });
+});
+
+describe("rate limits", () => {
+  it("nodes answering 429 make RateLimitedError, and the retry waits their Retry-After", async () => {
+    const limited = () => {
+      const error = new NodeError("n", "n is rate-limited (HTTP 429)", { status: 429, retryAfterMs: 700 });
+      return Promise.reject(error);
+    };
+    const nodes = fakeNodes(3);
+    const asked: number[] = [];
+    const wrapped = nodes.map((n) => ({
+      id: n.id,
+      command: () => {
+        asked.push(Date.now());
+        return limited();
+      },
+    }));
+    const redlock = new PlainRedlock({ nodes: wrapped, clock: fakeClock, maxAttempts: 2, retryDelay: () => 10 });
+    const error = await run(redlock.acquire("r", 10_000), 1).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RateLimitedError);
+    expect((error as RateLimitedError).retryAfterMs).toBe(700);
+    // The second attempt came no sooner than the nodes asked.
+    const attemptStarts = [...new Set(asked)].sort((a, b) => a - b);
+    expect((attemptStarts.at(-1) as number) - (attemptStarts[0] as number)).toBeGreaterThanOrEqual(700);
+  });
+
+  it("negative control: plain node errors stay QuorumUnavailableError", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.behaviour = { kind: "error" };
+    const redlock = new PlainRedlock({ nodes, clock: fakeClock, maxAttempts: 1 });
+    expect(await run(redlock.acquire("r", 10_000), 1).catch((e: unknown) => e)).toBeInstanceOf(QuorumUnavailableError);
   });
 });

@@ -111,3 +111,34 @@ describe("restNode", () => {
     expect(() => restNode({ url: "https://example.test", token: "" })).toThrow(ConfigurationError);
   });
 });
+
+describe("answers that say what is wrong (issue 30)", () => {
+  it.each([
+    ["a 404 (a wrong URL path)", 404, '{"error":"Not Found"}'],
+    ["a 405", 405, ""],
+    ["a web page with a 200", 200, "<!doctype html><html><body>Welcome</body></html>"],
+  ])("%s is a ConfigurationError at once: the URL is not a Redis REST endpoint", (_, status, body) => {
+    expect(() => parseReply(id, status, body)).toThrow(ConfigurationError);
+    expect(() => parseReply(id, status, body)).toThrow(/not a Redis REST endpoint/);
+  });
+
+  it("a 429 is a rate-limited NodeError with the Retry-After it gave", async () => {
+    const node = restNode({
+      url: "http://node",
+      token: "t",
+      fetch: async () => new Response("", { status: 429, headers: { "retry-after": "2" } }),
+    });
+    const error = await node.command(["PING"], new AbortController().signal).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(NodeError);
+    expect((error as NodeError).status).toBe(429);
+    expect((error as NodeError).rateLimited).toBe(true);
+    expect((error as NodeError).retryAfterMs).toBe(2000);
+  });
+
+  it("a provider's quota error is rate-limited too; other Redis errors are not", () => {
+    const quota = new NodeError(id, "x", { status: 400, redisError: "ERR max daily request limit exceeded" });
+    expect(quota.rateLimited).toBe(true);
+    const other = new NodeError(id, "x", { status: 400, redisError: "ERR wrong number of arguments" });
+    expect(other.rateLimited).toBe(false);
+  });
+});

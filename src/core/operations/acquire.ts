@@ -1,7 +1,9 @@
 import {
   AbortedError,
   LockHeldError,
+  NodeError,
   QuorumUnavailableError,
+  RateLimitedError,
   type RedlockError,
   ValidityExhaustedError,
 } from "../../base/errors.js";
@@ -12,7 +14,7 @@ import type { FanOut, TaskContext } from "../fanout.js";
 import { Lock, type LockOperations } from "../lock.js";
 import { acquireOnNode } from "../node-operations.js";
 import type { AcquireRequest, Fencing, ResolvedOptions } from "../options.js";
-import { reasonPending, refusalReason } from "../quorum.js";
+import { isFailure, reasonPending, refusalReason } from "../quorum.js";
 import { randomToken } from "../token.js";
 import { cleanUpAcquisition } from "./cleanup.js";
 import { summary } from "./summary.js";
@@ -225,5 +227,31 @@ export function failureError(resources: readonly string[], reports: AttemptRepor
     );
   }
   const cause = last.nodes.find((n) => n.error)?.error;
+  const limited = rateLimitOf(last);
+  if (limited !== undefined) {
+    return new RateLimitedError(
+      `the nodes rate-limited ${what} after ${tries}: ${summary(last)}`,
+      reports,
+      limited.retryAfterMs,
+      cause,
+    );
+  }
   return new QuorumUnavailableError(`no quorum for ${what} after ${tries}: ${summary(last)}`, reports, cause);
+}
+
+/**
+ * When every node that failed in `report` refused for its rate or quota: the longest
+ * `Retry-After` they gave (undefined when none did). Undefined when any failed otherwise.
+ */
+export function rateLimitOf(report: AttemptReport): { retryAfterMs: number | undefined } | undefined {
+  let failed = 0;
+  let retryAfterMs: number | undefined;
+  for (const n of report.nodes) {
+    if (!isFailure(n.outcome)) continue;
+    failed++;
+    if (!(n.error instanceof NodeError) || !n.error.rateLimited) return undefined;
+    const after = n.error.retryAfterMs;
+    if (after !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, after);
+  }
+  return failed > 0 ? { retryAfterMs } : undefined;
 }

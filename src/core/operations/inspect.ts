@@ -6,7 +6,12 @@ import type { Engine } from "../engine.js";
 import { inspectOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
 
-/** One node's view of a key, from `Redlock.inspect`. */
+/**
+ * One node's view of a key, from `Redlock.inspect`. `value` is `null` for a free key; for a held
+ * one, the holder's token is a capability (`Redlock.release(resources, token)` accepts it), so it
+ * is shown as `…` and its last 4 characters unless `revealTokens` was asked for: enough to tell
+ * holders apart, or a lock of yours (`lock.token.endsWith(…)`), not to release someone's lock.
+ */
 export type InspectedNode =
   | { readonly node: string; readonly value: string | null; readonly pttlMs: number }
   | { readonly node: string; readonly error: Error };
@@ -19,7 +24,12 @@ export interface InspectResult {
 }
 
 /** Read `resource`'s key (value and PTTL) on every node, waiting for every answer. */
-export async function inspectResource(engine: Engine, o: ResolvedOptions, resource: string): Promise<InspectResult> {
+export async function inspectResource(
+  engine: Engine,
+  o: ResolvedOptions,
+  resource: string,
+  revealTokens: boolean,
+): Promise<InspectResult> {
   const key = o.keyPrefix + resource;
   const values: ({ value: string | null; pttlMs: number } | undefined)[] = [];
   const fan = engine.fan(o, "inspect", [resource], {
@@ -37,7 +47,12 @@ export async function inspectResource(engine: Engine, o: ResolvedOptions, resour
       const value = values[i];
       return outcome.error || !value
         ? { node: outcome.node, error: outcome.error ?? new Error("no answer") }
-        : { node: outcome.node, ...value };
+        : { node: outcome.node, value: revealTokens ? value.value : tail(value.value), pttlMs: value.pttlMs };
     }),
   };
+}
+
+/** A token shown without handing it out. */
+function tail(token: string | null): string | null {
+  return token === null ? null : `…${token.slice(-4)}`;
 }

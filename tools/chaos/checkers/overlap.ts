@@ -52,7 +52,10 @@ export function checkOverlaps(
         const a = list[i] as Grant;
         const b = list[j] as Grant;
         const overlap = intersect(a, b);
-        if (overlap && overlap.end - overlap.start > toleranceMs) {
+        // Each process's readings are corrected by its measured clock offset, within the
+        // handshake's uncertainty.
+        const tolerance = toleranceMs + a.uncertaintyMs + b.uncertaintyMs;
+        if (overlap && overlap.end - overlap.start > tolerance) {
           anomalies.push({
             resource,
             first: { process: a.process, lock: a.lock },
