@@ -19,7 +19,10 @@ export interface MemoryNodeOptions {
    * `vi.useFakeTimers()` (or `jest.useFakeTimers()`) moves it, and expiry follows fake time.
    * @default { now: () => Date.now() }
    */
-  readonly clock?: { now(): number };
+  readonly clock?: {
+    /** The time, in epoch milliseconds. */
+    now(): number;
+  };
   /**
    * How long each command takes, in ms: it is applied and answered that long after it was sent
    * (a `setTimeout`, so under fake timers the test must advance time). An abort before then
