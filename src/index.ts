@@ -8,4 +8,5 @@ export * from "./core/index.js";
 export type { FencedRefusal } from "./fencing/attempt.js";
 export { compareFences, FENCED_SQL_UPDATE, fencedWriteScript } from "./fencing/guard.js";
 export type { InitializeFencingResult } from "./fencing/initialize.js";
+export * from "./preflight/index.js";
 export { Redlock } from "./redlock.js";
