@@ -33,7 +33,10 @@ export interface CheckNodesOptions {
    * @default the larger of the client's `requestTimeoutMs` (for a 10 s TTL) and 2000
    */
   requestTimeoutMs?: number | undefined;
-  /** Cancels the check: it then rejects with an `AbortedError`. */
+  /**
+   * Cancels the check: it then rejects with an `AbortedError`.
+   * @default undefined (the check runs to its end: each request is bounded by `requestTimeoutMs`)
+   */
   signal?: AbortSignal | undefined;
 }
 
