@@ -2,10 +2,11 @@
  * edge-redlock: the Redlock algorithm over Redis REST endpoints, with nothing but `fetch`.
  * Optional pieces live behind their own subpaths: `edge-redlock/fencing`, `edge-redlock/upstash`,
  * `edge-redlock/hono`; `edge-redlock/core` is the plain preset (backoff alone).
- * @module
+ * @module edge-redlock
  */
 export * from "./core/index.js";
 export type { FencedRefusal } from "./fencing/attempt.js";
 export { compareFences, FENCED_SQL_UPDATE, fencedWriteScript } from "./fencing/guard.js";
 export type { InitializeFencingResult } from "./fencing/initialize.js";
+export * from "./preflight/index.js";
 export { Redlock } from "./redlock.js";

@@ -48,6 +48,7 @@ export type NodeOutcomeKind =
 export interface NodeOutcome {
   /** The node's id (by default its URL, never its token). */
   readonly node: string;
+  /** What the node answered (see {@link NodeOutcomeKind}). */
   readonly outcome: NodeOutcomeKind;
   /** Time from the start of the operation to this node's answer, in milliseconds (absent while pending). */
   readonly latencyMs?: number;
@@ -64,9 +65,11 @@ export type Operation = "acquire" | "extend" | "release" | "inspect" | "verify";
 
 /** One attempt of one operation on all nodes. */
 export interface AttemptReport {
+  /** The operation the attempt belongs to. */
   readonly operation: Operation;
   /** 1-based attempt number within the operation. */
   readonly attempt: number;
+  /** The resource names, sorted. */
   readonly resources: readonly string[];
   /** Votes needed. */
   readonly quorum: number;

@@ -5,7 +5,7 @@
  */
 import { backgroundTimeout, within } from "../base/signals.js";
 
-/** What {@link BackgroundWork.settled} resolves with. */
+/** What `Redlock.settled()` resolves with. */
 export interface SettledResult {
   /**
    * Pieces of background work abandoned at their deadline since the previous `settled()` call:

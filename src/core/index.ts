@@ -3,7 +3,7 @@
  * with waiting by backoff alone (as node-redlock waits): fan-outs to every node with full-jitter
  * delays in between while the lock is held elsewhere. For bundles that count bytes; the default
  * entry waits in line at a gate node instead (one request per poll, first come first served).
- * @module
+ * @module edge-redlock/core
  */
 
 export type { Clock } from "../base/clock.js";

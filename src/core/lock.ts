@@ -35,6 +35,7 @@ export interface VerifyResult {
    * and always a finite number.
    */
   readonly remainingMs: number;
+  /** The verification as an attempt report. */
   readonly report: AttemptReport;
 }
 

@@ -410,6 +410,7 @@ function describe(value: unknown): string {
  * in that module, which the core never imports.
  */
 export interface Fencing {
+  /** Tells the fencing value apart from `false`. */
   readonly kind: "fencing";
 }
 

@@ -15,7 +15,7 @@
  * const lock = await redlock.acquire("invoice:42", 10_000);
  * lock.fence; // "17": compare as integers (BigInt or compareFences)
  * ```
- * @module
+ * @module edge-redlock/fencing
  */
 import type { FencedAttempts } from "../core/operations/acquire.js";
 import type { Fencing } from "../core/options.js";

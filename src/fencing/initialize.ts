@@ -37,7 +37,7 @@ export interface InitializeFencingOptions {
   readonly clock?: Clock | undefined;
 }
 
-/** The result of {@link initializeFencing}. */
+/** The result of `initializeFencing(redlock)` (from `edge-redlock/fencing`). */
 export interface InitializeFencingResult {
   /** Nodes marked by this call. Fewer than N when another initialisation raced with it or a node failed midway. */
   readonly initialized: number;

@@ -14,7 +14,7 @@
  *   return c.json(await pay(c.req.param("id"), { signal: c.get("lockSignal") }));
  * });
  * ```
- * @module
+ * @module edge-redlock/hono
  */
 import type { Context, Env, Input, MiddlewareHandler } from "hono";
 import type { BlankInput } from "hono/types";

@@ -19,7 +19,10 @@ export interface MemoryNodeOptions {
    * `vi.useFakeTimers()` (or `jest.useFakeTimers()`) moves it, and expiry follows fake time.
    * @default { now: () => Date.now() }
    */
-  readonly clock?: { now(): number };
+  readonly clock?: {
+    /** The time, in epoch milliseconds. */
+    now(): number;
+  };
   /**
    * How long each command takes, in ms: it is applied and answered that long after it was sent
    * (a `setTimeout`, so under fake timers the test must advance time). An abort before then
@@ -77,9 +80,10 @@ let created = 0;
  * ```
  *
  * It answers `SET`, `GET`, `PTTL`, `PEXPIRE`, `DEL`, `EXISTS`, `INCR`, `HGET`, `HSET`, `PING`,
- * and `EVAL`/`EVALSHA` of edge-redlock's own scripts (the fenced-write guard of
- * `edge-redlock/fencing` included), which a test keeps identical to the Lua on a real
- * redis-server. Any other script is refused with a `NodeError` naming its SHA-1.
+ * `TIME` (on its clock), and `EVAL`/`EVALSHA` of edge-redlock's own scripts (the fenced-write guard
+ * of `edge-redlock/fencing` included), which a test keeps identical to the Lua on a real
+ * redis-server. Any other script is refused with a `NodeError` naming its SHA-1, and any other
+ * command (`CONFIG`, `INFO`, …) with Redis's `ERR unknown command`.
  * @throws {InvalidArgumentError} for an empty id, a clock without `now()`, or a negative or non-finite latency.
  */
 export function memoryNode(options: MemoryNodeOptions = {}): MemoryNode {

@@ -205,6 +205,11 @@ export class MemoryRedis implements GateStore, FenceStore {
       }
       case "PING":
         return "PONG";
+      case "TIME": {
+        // As Redis answers: whole seconds and the microseconds within, as strings.
+        const micros = Math.floor(this.now() * 1000);
+        return [String(Math.floor(micros / 1_000_000)), String(micros % 1_000_000)];
+      }
       case "EVAL":
       case "EVALSHA":
         arity(2);

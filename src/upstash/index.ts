@@ -15,7 +15,7 @@
  * import { upstashNodes } from "edge-redlock/upstash";
  * const redlock = new Redlock({ nodes: upstashNodes([Redis.fromEnv(), new Redis({ url, token }), ...]) });
  * ```
- * @module
+ * @module edge-redlock/upstash
  */
 import { ConfigurationError, NodeError } from "../base/errors.js";
 import { commandSecrets, redact } from "../base/redact.js";
@@ -23,6 +23,7 @@ import { isReply, type RedisNode, type RedisReply } from "../transport/rest.js";
 
 /** Any `Redis` instance from `@upstash/redis` (the Node, Cloudflare or Fastly entry point). */
 export interface UpstashRedis {
+  /** Present on every `@upstash/redis` client: it gives the type its shape (the adapter never calls it). */
   eval(...args: never[]): unknown;
 }
 

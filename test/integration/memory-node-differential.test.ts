@@ -4,8 +4,9 @@
  * core scripts the library sends: `SET NX PX`, `GET`, `PTTL`, `PEXPIRE`, `DEL`, the all-or-none
  * acquisition, extension, release, verification, inspection, the cluster check and the hand-over,
  * on keys that are free, held, foreign, or hashes (WRONGTYPE), and with bad arguments (Redis's
- * errors). The gate scripts are compared in gate-differential.test.ts, the fencing scripts and the
- * fenced-write guard in fencing-differential.test.ts.
+ * errors); and `TIME` (the preflight's clock check), in its shape. The gate scripts are compared in
+ * gate-differential.test.ts, the fencing scripts and the fenced-write guard in
+ * fencing-differential.test.ts.
  */
 import fc from "fast-check";
 import { describe, expect, inject, it } from "vitest";
@@ -302,6 +303,24 @@ describe("plain commands and core scripts: real redis-server versus the memory n
       'acquire-all {"reply":1}',
       'release {"reply":1}',
     ]);
+  });
+
+  it("answer TIME alike: whole seconds and the microseconds within, as strings, on a wall clock", async () => {
+    const signal = () => AbortSignal.timeout(5000);
+    const before = Date.now();
+    const [real, model] = await Promise.all([
+      restNode(endpoint).command(["TIME"], signal()),
+      memoryNode().command(["TIME"], signal()),
+    ]);
+    const after = Date.now();
+    for (const reply of [real, model]) {
+      expect(reply).toEqual([expect.stringMatching(/^[1-9]\d*$/), expect.stringMatching(/^(0|[1-9]\d{0,5})$/)]);
+      const [seconds, micros] = (reply as string[]).map(Number) as [number, number];
+      const ms = seconds * 1000 + micros / 1000;
+      // Both read the wall clock of this machine (the redis-server runs here).
+      expect(ms).toBeGreaterThanOrEqual(before - 1000);
+      expect(ms).toBeLessThanOrEqual(after + 1000);
+    }
   });
 
   it("negative control: a memory node whose release ignores the token is caught", async () => {

@@ -80,6 +80,7 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   fencing: ["base", "transport", "core"],
   upstash: ["base", "transport"],
   hono: ["base", "transport", "core"],
+  preflight: ["base", "transport", "core"],
   testing: ["base", "transport", "core", "isolate", "waiting", "fencing"],
 };
 

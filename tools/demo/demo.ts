@@ -1,8 +1,10 @@
 /**
- * `npm run demo`: local nodes + the demo worker in workerd, then 200 concurrent counter
- * increments with the lock and 200 without, and a table of what happened. Stops everything it
- * started, and exits 0 only when every locked request succeeded and the locked counter is exact.
+ * `npm run demo`: local nodes + the demo worker in workerd, the nodes' preflight (`checkNodes`),
+ * then 200 concurrent counter increments with the lock and 200 without, and a table of what
+ * happened. Stops everything it started, and exits 0 only when every locked request succeeded and
+ * the locked counter is exact.
  */
+import { checkNodes, Redlock } from "../../src/index.js";
 import { startDemoStack } from "./worker-dev.js";
 
 const REQUESTS = Number(process.env.DEMO_REQUESTS ?? 200);
@@ -34,6 +36,12 @@ async function main(): Promise<number> {
     console.log(`Worker at ${stack.url} (worker host pid ${stack.workerPid}); nodes:`);
     for (const node of stack.cluster.nodes)
       console.log(`  ${node.url}  (redis-server pid ${node.pid}, port ${node.redisPort})`);
+    // What checkNodes() says about these nodes, as a user would run it before relying on them
+    // (2 s between the clock readings: conclusive even while the machine is busy starting up).
+    const nodes = stack.cluster.nodes.map(({ url, token }) => ({ url, token }));
+    const preflight = await checkNodes(new Redlock({ nodes }), { clockSpacingMs: 2000 });
+    console.log("");
+    for (const line of preflight.summary) console.log(line);
     const headers = { authorization: `Bearer ${stack.secret}` };
     const run = async (name: string, query: string): Promise<Run> => {
       await fetch(`${stack.url}/counter/${name}`, { method: "DELETE", headers });

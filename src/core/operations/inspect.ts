@@ -13,13 +13,28 @@ import type { ResolvedOptions } from "../options.js";
  * holders apart, or a lock of yours (`lock.token.endsWith(…)`), not to release someone's lock.
  */
 export type InspectedNode =
-  | { readonly node: string; readonly value: string | null; readonly pttlMs: number }
-  | { readonly node: string; readonly error: Error };
+  | {
+      /** The node's id. */
+      readonly node: string;
+      /** The key's value (the holder's token), or `null` when the key is missing. */
+      readonly value: string | null;
+      /** The key's remaining TTL in ms: -2 when it is missing, -1 when it has none. */
+      readonly pttlMs: number;
+    }
+  | {
+      /** The node's id. */
+      readonly node: string;
+      /** Why the node could not be read. */
+      readonly error: Error;
+    };
 
 /** What `Redlock.inspect` returns. */
 export interface InspectResult {
+  /** The resource asked for. */
   readonly resource: string;
+  /** Its key (`keyPrefix` + resource). */
   readonly key: string;
+  /** Every node's view, in configuration order. */
   readonly nodes: readonly InspectedNode[];
 }
 

@@ -125,6 +125,18 @@ describe("commands", () => {
     expect(await send("PING")).toBe("PONG");
   });
 
+  it("TIME: whole seconds and the microseconds within, as strings, on the node's clock; CONFIG and INFO are unknown", async () => {
+    let now = 1_700_000_123_456.789;
+    const memory = memoryNode({ clock: { now: () => now } });
+    const send = (...args: RedisArgument[]) => memory.command(args, new AbortController().signal);
+    expect(await send("TIME")).toEqual(["1700000123", "456789"]);
+    now = 1_700_000_124_000;
+    expect(await send("time")).toEqual(["1700000124", "0"]);
+    const { fails } = node();
+    expect(await fails("CONFIG", "GET", "maxmemory-policy")).toBe("ERR unknown command 'CONFIG'");
+    expect(await fails("INFO")).toBe("ERR unknown command 'INFO'");
+  });
+
   it("answers with errors shaped as a REST node's: status 400 and the Redis text", async () => {
     const { send } = node();
     const error = await send("GET").catch((e: unknown) => e);
