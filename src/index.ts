@@ -5,6 +5,7 @@
  * @module edge-redlock
  */
 export * from "./core/index.js";
+export type { Script } from "./core/scripts/script.js";
 export type { FencedRefusal } from "./fencing/attempt.js";
 export { compareFences, FENCED_SQL_UPDATE, fencedWriteScript } from "./fencing/guard.js";
 export type { InitializeFencingResult } from "./fencing/initialize.js";

@@ -206,21 +206,37 @@ export class RateLimitedError extends RedlockError {
 
 /** The error class of each code: what {@link isRedlockError} narrows an error to. */
 export interface RedlockErrorByCode {
+  /** {@link InvalidArgumentError} */
   INVALID_ARGUMENT: InvalidArgumentError;
+  /** {@link ConfigurationError} */
   CONFIGURATION: ConfigurationError;
+  /** {@link LockHeldError} */
   LOCK_HELD: LockHeldError;
+  /** {@link QuorumUnavailableError} */
   QUORUM_UNAVAILABLE: QuorumUnavailableError;
+  /** {@link ValidityExhaustedError} */
   VALIDITY_EXHAUSTED: ValidityExhaustedError;
+  /** {@link AcquireTimeoutError} */
   ACQUIRE_TIMEOUT: AcquireTimeoutError;
+  /** {@link AbortedError} */
   ABORTED: AbortedError;
+  /** {@link LockExpiredError} */
   LOCK_EXPIRED: LockExpiredError;
+  /** {@link ExtendError} */
   EXTEND_FAILED: ExtendError;
+  /** {@link ExtensionLimitError} */
   EXTENSION_LIMIT: ExtensionLimitError;
+  /** {@link LockLostError} */
   LOCK_LOST: LockLostError;
+  /** {@link NodeError} */
   NODE_ERROR: NodeError;
+  /** {@link RequestBudgetError} */
   REQUEST_BUDGET: RequestBudgetError;
+  /** {@link RateLimitedError} */
   RATE_LIMITED: RateLimitedError;
+  /** {@link FencingError} */
   FENCING_UNINITIALIZED: FencingError;
+  /** {@link FencingError} */
   FENCING_INIT_REFUSED: FencingError;
 }
 

@@ -35,7 +35,7 @@ export type { ClusterResetResult } from "./fingerprint.js";
 export { RESERVED_KEY_PART } from "./keys.js";
 export type { ReleaseResult, VerifyResult } from "./lock.js";
 export { Lock } from "./lock.js";
-export type { Fencing, RedlockHooks, RedlockOptions, RetryContext } from "./options.js";
+export type { Fencing, RedlockHooks, RedlockOptions, ResolvedOptions, RetryContext } from "./options.js";
 export {
   DEFAULT_OPTIONS,
   MAX_DELAY_MS,

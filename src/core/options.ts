@@ -163,20 +163,35 @@ export const MAX_RESOURCE_LENGTH = 1024;
 
 /** The defaults, frozen. Options derived from the TTL are absent here and computed per call. */
 export const DEFAULT_OPTIONS = Object.freeze({
+  /** See {@link RedlockOptions.driftFactor}. */
   driftFactor: 0.01,
+  /** See {@link RedlockOptions.maxAttempts}. */
   maxAttempts: 10,
+  /** See {@link RedlockOptions.acquireTimeoutMs}. */
   acquireTimeoutMs: undefined,
+  /** See {@link RedlockOptions.retryBaseDelayMs}. */
   retryBaseDelayMs: 100,
+  /** See {@link RedlockOptions.retryMaxDelayMs}. */
   retryMaxDelayMs: 2000,
+  /** See {@link RedlockOptions.retryDelay}. */
   retryDelay: undefined,
+  /** See {@link RedlockOptions.maxExtensions}. */
   maxExtensions: 100,
+  /** See {@link RedlockOptions.maxHoldMs}. */
   maxHoldMs: undefined,
+  /** See {@link RedlockOptions.autoExtendThreshold}. */
   autoExtendThreshold: 0.5,
+  /** See {@link RedlockOptions.keyPrefix}. */
   keyPrefix: "",
+  /** See {@link RedlockOptions.clock}. */
   clock: monotonicClock,
+  /** See {@link RedlockOptions.fencing}. */
   fencing: false,
+  /** See {@link RedlockOptions.faultTolerance}. */
   faultTolerance: 0,
+  /** See {@link RedlockOptions.quarantineMs}. */
   quarantineMs: 60_000,
+  /** See {@link RedlockOptions.requestBudget}. */
   requestBudget: 40,
 } as const);
 
@@ -208,23 +223,41 @@ export const OPTION_NAMES: readonly string[] = Object.freeze([
 
 /** Options with every value resolved for one call with a given TTL. */
 export interface ResolvedOptions extends RedlockHooks {
+  /** {@link RedlockOptions.quorum}, resolved. */
   quorum: number;
+  /** {@link RedlockOptions.driftFactor}, resolved. */
   driftFactor: number;
+  /** {@link RedlockOptions.requestTimeoutMs}, resolved. */
   requestTimeoutMs: number;
+  /** {@link RedlockOptions.minValidityMs}, resolved. */
   minValidityMs: number;
+  /** {@link RedlockOptions.maxAttempts}, resolved. */
   maxAttempts: number;
+  /** {@link RedlockOptions.acquireTimeoutMs}, resolved. */
   acquireTimeoutMs: number | undefined;
+  /** {@link RedlockOptions.retryBaseDelayMs}, resolved. */
   retryBaseDelayMs: number;
+  /** {@link RedlockOptions.retryMaxDelayMs}, resolved. */
   retryMaxDelayMs: number;
+  /** {@link RedlockOptions.retryDelay}, resolved. */
   retryDelay: ((context: RetryContext) => number | null) | undefined;
+  /** {@link RedlockOptions.maxExtensions}, resolved. */
   maxExtensions: number;
+  /** {@link RedlockOptions.maxHoldMs}, resolved. */
   maxHoldMs: number | undefined;
+  /** {@link RedlockOptions.autoExtendThreshold}, resolved. */
   autoExtendThreshold: number;
+  /** {@link RedlockOptions.keyPrefix}, resolved. */
   keyPrefix: string;
+  /** {@link RedlockOptions.clock}, resolved. */
   clock: Clock;
+  /** {@link RedlockOptions.fencing}, resolved. */
   fencing: Fencing | false;
+  /** {@link RedlockOptions.faultTolerance}, resolved. */
   faultTolerance: number;
+  /** {@link RedlockOptions.quarantineMs}, resolved. */
   quarantineMs: number;
+  /** {@link RedlockOptions.requestBudget}, resolved. */
   requestBudget: number;
 }
 

@@ -24,6 +24,7 @@ import { attemptFenced } from "./acquire.js";
 import { assertQuarantineCovers } from "./arithmetic.js";
 import { type InitializeFencingResult, initializeFencing as initializeNodes } from "./initialize.js";
 
+export type { Script } from "../core/scripts/script.js";
 export type { FencedRefusal } from "./attempt.js";
 export { compareFences, FENCED_SQL_UPDATE, fencedWriteScript } from "./guard.js";
 export type { InitializeFencingResult } from "./initialize.js";

@@ -9,8 +9,11 @@ import type { TaskContext } from "../fanout.js";
 
 /** A Lua script with its SHA-1, committed as a literal (a unit test recomputes it). */
 export interface Script {
+  /** A short name, for messages (never the arguments). */
   readonly name: string;
+  /** The Lua source, as sent by `EVAL`. */
   readonly source: string;
+  /** The SHA-1 of `source`, as sent by `EVALSHA`. */
   readonly sha1: string;
 }
 
