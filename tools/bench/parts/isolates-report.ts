@@ -33,9 +33,9 @@ function method(part: PartResult, profile: LatencyProfile, s: IsolatePlan, baseM
   part.method.push(
     `P client processes stand in for P isolates (forked fresh for every run and ended after it): each has its own client of the system under test, its own \`fetch\`, its own ioredis connections and its own latency to every node. C callers per process (P × C) share that one client, as the requests an isolate serves at once share its module-level client. Every caller loops acquire (TTL ${TTL_S} s) → critical section → release on one key for ${s.windowMs / 1000} s; after a give-up it calls acquire() again. N = ${s.n} lock nodes (@upstash/lock: node 0 alone).`,
     ...profile.method,
-    `The latency is added in each client process, not at the nodes: its \`fetch\` holds every request back by half its round trip before sending it and the answer by the other half (so a command runs at a node when it would have arrived there); TCP peers go through one delaying proxy per node inside the process, with the same two halves. One request's loopback cost, measured at ${fmt(baseMs, 2)} ms, comes on top.`,
+    `The latency is added in each client process, not at the nodes: its \`fetch\` holds every request back by half its round trip before sending it and the answer by the other half (so a command runs at a node when it would have arrived there); TCP peers go through one delaying proxy per node inside the process, with the same two halves. One request's loopback cost (the fastest of 20 requests to a node, measured at the start of the part: ${fmt(baseMs, 2)} ms) comes on top.`,
     "Critical section: two round trips to a separate data node: `INCR holders` + `GET counter`, then `SET counter+1` + `DECR holders`. holders > 1 counts an overlapping hold; a final counter below the acknowledged sections counts lost updates.",
-    `Requests are counted in each client process: every request to a lock node through its \`fetch\` (REST systems: HTTP requests, what Workers count as subrequests) or its ioredis connections (TCP systems: commands). Per acquire() call: the requests sent from the async context of that call and of the release of the lock it got (AsyncLocalStorage, as a Workers invocation is charged for its own subrequests), for every call started inside the window; p50, p99 and max over every call of every round. Requests/handoff: every request to a lock node inside the window ÷ handoffs. Outside calls/handoff: those sent while no acquire() or release() of their own was running (work left in the background). Calls cut: calls still running ${s.drainMs / 1000} s after the window, when the processes report; their counts so far are included (lower bounds).`,
+    `Requests are counted in each client process: every request to a lock node through its \`fetch\` (REST systems: HTTP requests, what Workers count as subrequests) or its ioredis connections (TCP systems: commands). Per acquire() call: the requests sent from the async context of that call and of the release of the lock it got (AsyncLocalStorage, as a Workers invocation is charged for its own subrequests), for every call started inside the window; p50, p99 and max over every call of every round. Requests/handoff: every request to a lock node inside the window ÷ handoffs. Outside calls/handoff: those sent while no acquire() or release() of their own was running (work left in the background). After the window no caller starts a new call, and the processes report once every call ended or ${s.drainMs / 1000} s after the window; calls cut: calls still running then, their counts so far included (lower bounds).`,
     "Handoffs: sections released inside the window. Jain (callers): fairness of per-caller handoffs over the window (1 = equal); Jain (isolates): of per-process handoffs. Starved: callers with no handoff. Wait: from wanting the lock to holding it, across give-ups, for every handoff in the window, and for every caller still wanting the lock when the window ends the wait so far (so a system that starves callers cannot look quick). Gave up: acquire() calls that gave up inside the window.",
     "Physical floor of a fair handoff to an isolate: its critical section plus one round trip to its quorum-th nearest lock node (the release landing and the next take overlapping at best), each round trip with the loopback cost. A row's floor is the mean over its isolates (each served equally often), on the nodes its system locks on; a row above its floor served the near isolates more often (see Jain). ÷ floor: handoffs/s ÷ (1000 / floor); over floor: 1000 / handoffs/s − floor, in ms per handoff.",
     `Rounds: every system and layout runs once per round, ${s.rounds} interleaved round${s.rounds > 1 ? "s" : ""} in this run (the systems' order rotates with every round and layout); rates, fairness, waits and requests per handoff are medians over the rounds ("rounds" lists each round's handoffs/s); lost updates, overlaps, errors and cut calls are sums. The load average at the start of each round is in the notes.`,
@@ -201,7 +201,7 @@ function checks(part: PartResult, profile: LatencyProfile, runs: IsolateRun[]): 
   }
 }
 
-/** Fills `part` with the method, tables, targets, notes and raw figures of merged runs. */
+/** Fills `part` with the method, tables, targets, notes and raw figures of merged runs (in display order). */
 export function reportIsolates(
   part: PartResult,
   profile: LatencyProfile,
@@ -210,7 +210,7 @@ export function reportIsolates(
   info: { baseMs: number; loads: string[] },
 ): void {
   method(part, profile, s, info.baseMs);
-  const ordered = [...runs].sort((a, b) => a.p - b.p || a.callers - b.callers);
+  const ordered = runs;
   part.tables.push({
     title: `Hot key across isolates, ${profile.name}: ${s.windowMs / 1000} s window, median of ${s.rounds} round${s.rounds > 1 ? "s" : ""}`,
     columns: COLUMNS,
