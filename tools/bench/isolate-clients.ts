@@ -153,7 +153,11 @@ export async function prepareIsolate(config: IsolateConfig): Promise<PreparedIso
       const end = startAt + windowMs;
       const records: CallRecord[] = [];
       const shared = { sections: 0, overlaps: 0, gaveUp: 0, errors: 0, firstError: undefined as string | undefined };
-      const callers: CallerFigures[] = Array.from({ length: config.callers }, () => ({ handoffs: 0, waits: [] }));
+      const callers: CallerFigures[] = Array.from({ length: config.callers }, () => ({
+        handoffs: 0,
+        localTakes: 0,
+        waits: [],
+      }));
       setTimeout(() => (tally.window = true), Math.max(0, startAt - Date.now()));
       setTimeout(() => (tally.window = false), Math.max(0, end - Date.now()));
       const loops = callers.map((figures) => callerLoop(client, config, startAt, end, figures, records, shared));
@@ -236,6 +240,7 @@ async function callerLoop(
     }
     if (handle === null || call === undefined) break;
     wanting = undefined;
+    const local = call.requests === 0;
     const waited = performance.now() - wantSince;
     try {
       const [holders, value] = await restPipeline(config.data, [
@@ -260,6 +265,7 @@ async function callerLoop(
     held.done = true;
     if (Date.now() <= end) {
       figures.handoffs++;
+      if (local) figures.localTakes++;
       figures.waits.push(waited);
     }
   }

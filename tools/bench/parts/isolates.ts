@@ -41,6 +41,8 @@ export interface IsolateRun {
   rounds: number[];
   handoffsPerS: number;
   isolates: IsolateRow[];
+  /** Share of handoffs whose acquire() sent no request (handed over inside the isolate), 0..1. */
+  localShare: number;
   jainCallers: number;
   jainIsolates: number;
   starved: number;
@@ -323,6 +325,7 @@ function summarise(
     rounds: [handoffs / windowS],
     handoffsPerS: handoffs / windowS,
     isolates,
+    localShare: handoffs > 0 ? sum(allCallers.map((c) => c.localTakes)) / handoffs : Number.NaN,
     jainCallers: jainIndex(allCallers.map((c) => c.handoffs)),
     jainIsolates: jainIndex(isolates.map((i) => i.handoffsPerS)),
     starved: allCallers.filter((c) => c.handoffs === 0).length,
@@ -372,6 +375,7 @@ export function mergeRounds(runs: IsolateRun[]): IsolateRun[] {
           calls: rows.flatMap((x) => x.calls),
         };
       }),
+      localShare: mid((r) => r.localShare),
       jainCallers: mid((r) => r.jainCallers),
       jainIsolates: mid((r) => r.jainIsolates),
       starved: mid((r) => r.starved),
