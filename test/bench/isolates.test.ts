@@ -57,6 +57,9 @@ describe("npm run bench, isolates parts, smoke", () => {
       expect(values.calls, label).toBeGreaterThan(0);
       expect(values.callP50, label).toBeGreaterThan(0);
       expect(values.requestsPerHandoff, label).toBeGreaterThan(0);
+      // The key's history was read back: consecutive sections were found, each in one isolate or another.
+      expect(values.sameIsolateNext, label).toBeGreaterThanOrEqual(0);
+      expect(values.sameIsolateNext, label).toBeLessThanOrEqual(1);
     }
   });
 

@@ -155,7 +155,7 @@ export async function prepareIsolate(config: IsolateConfig): Promise<PreparedIso
       const shared = { sections: 0, overlaps: 0, gaveUp: 0, errors: 0, firstError: undefined as string | undefined };
       const callers: CallerFigures[] = Array.from({ length: config.callers }, () => ({
         handoffs: 0,
-        localTakes: 0,
+        sequence: [],
         waits: [],
       }));
       setTimeout(() => (tally.window = true), Math.max(0, startAt - Date.now()));
@@ -240,7 +240,6 @@ async function callerLoop(
     }
     if (handle === null || call === undefined) break;
     wanting = undefined;
-    const local = call.requests === 0;
     const waited = performance.now() - wantSince;
     try {
       const [holders, value] = await restPipeline(config.data, [
@@ -248,6 +247,7 @@ async function callerLoop(
         ["GET", config.counterKey],
       ]);
       if (holders !== 1) shared.overlaps++;
+      figures.sequence.push(Number(value ?? 0));
       await restPipeline(config.data, [
         ["SET", config.counterKey, Number(value ?? 0) + 1],
         ["DECR", config.holdersKey],
@@ -265,7 +265,6 @@ async function callerLoop(
     held.done = true;
     if (Date.now() <= end) {
       figures.handoffs++;
-      if (local) figures.localTakes++;
       figures.waits.push(waited);
     }
   }

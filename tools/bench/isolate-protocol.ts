@@ -23,8 +23,8 @@ export interface IsolateConfig {
 export interface CallerFigures {
   /** Critical sections released inside the window. */
   handoffs: number;
-  /** Of those, the ones whose acquire() sent no request at all (handed over inside the isolate). */
-  localTakes: number;
+  /** The counter value each of its critical sections read (the section's place in the key's history). */
+  sequence: number[];
   /** Milliseconds from wanting the lock to holding it (across give-ups), per handoff in the window. */
   waits: number[];
   /** When the window ended with this caller still wanting the lock: how long it had wanted it, ms. */

@@ -41,8 +41,8 @@ export interface IsolateRun {
   rounds: number[];
   handoffsPerS: number;
   isolates: IsolateRow[];
-  /** Share of handoffs whose acquire() sent no request (handed over inside the isolate), 0..1. */
-  localShare: number;
+  /** Share of critical sections followed by one in the same isolate (the key's history), 0..1. */
+  sameIsolateNext: number;
   jainCallers: number;
   jainIsolates: number;
   starved: number;
@@ -325,7 +325,7 @@ function summarise(
     rounds: [handoffs / windowS],
     handoffsPerS: handoffs / windowS,
     isolates,
-    localShare: handoffs > 0 ? sum(allCallers.map((c) => c.localTakes)) / handoffs : Number.NaN,
+    sameIsolateNext: sameIsolateNext(figures),
     jainCallers: jainIndex(allCallers.map((c) => c.handoffs)),
     jainIsolates: jainIndex(isolates.map((i) => i.handoffsPerS)),
     starved: allCallers.filter((c) => c.handoffs === 0).length,
@@ -343,6 +343,27 @@ function summarise(
     floorMs: nodesUsed > 0 ? sum(isolates.map((i) => i.floorMs)) / isolates.length : Number.NaN,
     ...(firstError ? { firstError } : {}),
   };
+}
+
+/**
+ * Of the critical sections whose successor in the key's history ran too (counter value v and v+1
+ * both read by a section), the share whose successor ran in the same process: the lock went on
+ * inside the isolate (a pass-on, or the same caller or a neighbour taking it again).
+ */
+function sameIsolateNext(figures: IsolateFigures[]): number {
+  const owner = new Map<number, number>();
+  figures.forEach((f, k) => {
+    for (const c of f.callers) for (const v of c.sequence) owner.set(v, k);
+  });
+  let pairs = 0;
+  let same = 0;
+  for (const [v, k] of owner) {
+    const next = owner.get(v + 1);
+    if (next === undefined) continue;
+    pairs++;
+    if (next === k) same++;
+  }
+  return pairs > 0 ? same / pairs : Number.NaN;
 }
 
 /**
@@ -375,7 +396,7 @@ export function mergeRounds(runs: IsolateRun[]): IsolateRun[] {
           calls: rows.flatMap((x) => x.calls),
         };
       }),
-      localShare: mid((r) => r.localShare),
+      sameIsolateNext: mid((r) => r.sameIsolateNext),
       jainCallers: mid((r) => r.jainCallers),
       jainIsolates: mid((r) => r.jainIsolates),
       starved: mid((r) => r.starved),
