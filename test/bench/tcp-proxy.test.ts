@@ -1,6 +1,7 @@
 /**
  * The benchmark's delaying TCP proxy: a byte stream through it arrives whole and in order even
- * when every chunk gets its own random delay, and the fixed delay holds back the server's answers.
+ * when every chunk gets its own random delay, the fixed delay holds back the server's answers,
+ * and the request delay holds back what the client sends (the server sees it late).
  */
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -9,11 +10,16 @@ import { startTcpProxy, type TcpProxy } from "../../tools/bench/tcp-proxy.js";
 let echo: Server;
 let proxy: TcpProxy;
 const sockets: Socket[] = [];
+/** When the echo server last received data (performance.now()). */
+let receivedAt = 0;
 
 beforeAll(async () => {
   echo = createServer((socket) => {
     sockets.push(socket);
-    socket.on("data", (chunk) => socket.write(chunk));
+    socket.on("data", (chunk) => {
+      receivedAt = performance.now();
+      socket.write(chunk);
+    });
   });
   await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
   proxy = await startTcpProxy((echo.address() as { port: number }).port);
@@ -77,6 +83,20 @@ describe("delaying TCP proxy", () => {
     const answered = new Promise<number>((resolve) => socket.once("data", () => resolve(performance.now() - started)));
     socket.write("ping");
     expect(await answered).toBeGreaterThanOrEqual(145);
+    socket.destroy();
+    proxy.setDelay({ fixedMs: 0, jitterMs: 0 });
+  });
+
+  it("holds the client's chunks back by the request delay, and the answer by the fixed delay after it", async () => {
+    proxy.setDelay({ fixedMs: 60, jitterMs: 0, requestMs: 90 });
+    const socket = await open();
+    const started = performance.now();
+    const answered = new Promise<number>((resolve) => socket.once("data", () => resolve(performance.now() - started)));
+    socket.write("ping");
+    const roundTrip = await answered;
+    expect(receivedAt - started).toBeGreaterThanOrEqual(85);
+    expect(roundTrip).toBeGreaterThanOrEqual(145);
+    expect(roundTrip - (receivedAt - started)).toBeGreaterThanOrEqual(55);
     socket.destroy();
     proxy.setDelay({ fixedMs: 0, jitterMs: 0 });
   });

@@ -12,6 +12,7 @@ import { startNodeHost } from "./node-host-client.js";
 import { bundlePart } from "./parts/bundle.js";
 import { cpuPart } from "./parts/cpu.js";
 import { hotKeyPart } from "./parts/hotkey.js";
+import { geoPart, isolatesPart } from "./parts/isolates.js";
 import { floorPart, slowNodePart, uncontendedPart } from "./parts/latency.js";
 import { overlapPart } from "./parts/overlap.js";
 import { subrequestsPart } from "./parts/subrequests.js";
@@ -24,6 +25,8 @@ export const PARTS = {
   uncontended: uncontendedPart,
   "slow-node": slowNodePart,
   hotkey: hotKeyPart,
+  isolates: isolatesPart,
+  geo: geoPart,
   overlap: overlapPart,
   cpu: cpuPart,
   bundle: bundlePart,

@@ -3,15 +3,16 @@
  *
  * Runs edge-redlock and the libraries users would pick instead side by side against the same
  * local nodes, prints the tables, and writes RESULTS.md and SVG charts to DIR (default bench/).
- * Full mode fits in 10 minutes, --quick in 3. Without --final, RESULTS.md says the figures are
- * provisional.
+ * Without --final, RESULTS.md says the figures are provisional. The isolates parts ("isolates",
+ * "geo") take --isolates P,P (client processes), --callers C,C (callers per process), --systems
+ * (ids or id:policy), --isolate-rounds R (at least 3); with --final their windows are 30 s.
  */
 
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { PARTS, type PartId, runBench } from "./bench.js";
 
-const usage = `usage: npm run bench -- [--parts ${Object.keys(PARTS).join(",")}] [--duration S] [--rounds R] [--hot-rounds R] [--quick] [--smoke] [--out DIR] [--final]\n`;
+const usage = `usage: npm run bench -- [--parts ${Object.keys(PARTS).join(",")}] [--duration S] [--rounds R] [--hot-rounds R] [--quick] [--smoke] [--out DIR] [--final] [--isolates 8,16] [--callers 1,4] [--systems id[:policy],…] [--isolate-rounds R]\n`;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -24,6 +25,10 @@ async function main(): Promise<void> {
       smoke: { type: "boolean", default: false },
       out: { type: "string" },
       final: { type: "boolean", default: false },
+      isolates: { type: "string" },
+      callers: { type: "string" },
+      systems: { type: "string" },
+      "isolate-rounds": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -40,6 +45,20 @@ async function main(): Promise<void> {
   if (!Number.isInteger(hotRounds) || hotRounds < 1) throw new Error(`bad --hot-rounds\n${usage}`);
   if (!(durationS > 0) || !Number.isInteger(rounds) || rounds < 1)
     throw new Error(`bad --duration or --rounds\n${usage}`);
+  const list = (value: string | undefined) =>
+    value
+      ?.split(",")
+      .map((v) => v.trim())
+      .filter((v) => v.length > 0);
+  const counts = (value: string | undefined, name: string) => {
+    const items = list(value)?.map(Number);
+    if (items?.some((v) => !Number.isInteger(v) || v < 1)) throw new Error(`bad --${name}\n${usage}`);
+    return items;
+  };
+  const isolates = counts(values.isolates, "isolates");
+  const callers = counts(values.callers, "callers");
+  const isolateRounds = values["isolate-rounds"] === undefined ? undefined : Number(values["isolate-rounds"]);
+  const systems = list(values.systems);
   const outDir = values.out ?? fileURLToPath(new URL("../../bench/", import.meta.url));
   const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}`;
   const started = performance.now();
@@ -54,6 +73,11 @@ async function main(): Promise<void> {
     command,
     print: true,
     provisional: !values.final,
+    final: values.final,
+    ...(isolates ? { isolates } : {}),
+    ...(callers ? { callers } : {}),
+    ...(systems ? { systems } : {}),
+    ...(isolateRounds === undefined ? {} : { isolateRounds }),
   });
   process.stdout.write(`\nwrote ${outDir}RESULTS.md in ${((performance.now() - started) / 1000).toFixed(0)} s\n`);
 }

@@ -13,6 +13,16 @@ export interface BenchOptions {
   rounds: number;
   /** Interleaved rounds of the hot-key grid (each run repeated; medians reported). */
   hotRounds: number;
+  /** The final run: the isolates parts take 30 s windows. @default false */
+  final?: boolean;
+  /** Interleaved rounds of the isolates parts (at least 3 outside smoke mode). @default 3 */
+  isolateRounds?: number;
+  /** Client processes (isolates) of the isolates parts. @default [8, 16] */
+  isolates?: number[];
+  /** Callers per client process of the isolates parts. @default [1, 4] */
+  callers?: number[];
+  /** Systems of the isolates parts, as `id` or `id:policy` (e.g. `edge-redlock`, `upstash-lock:equal`). @default all */
+  systems?: string[];
 }
 
 export interface BenchContext {
@@ -55,6 +65,8 @@ export interface PartResult {
   charts: Chart[];
   /** Correctness counters that must be 0 (lost updates, overlapping holds), per row label. */
   violations: { label: string; lostUpdates: number; overlaps: number }[];
+  /** Raw figures per row (not printed), for tests that check a part's columns. */
+  figures?: { label: string; values: Record<string, number> }[];
   /** Wall time of the part, in seconds. */
   seconds?: number;
 }

@@ -26,6 +26,14 @@ export function forkTs(modulePath: string, args: string[] = []): ChildProcess {
   return child;
 }
 
+/** Forks `modulePath` (plain JavaScript, e.g. a bundle) with an IPC channel; output goes to ours. */
+export function forkJs(modulePath: string, args: string[] = []): ChildProcess {
+  const child = fork(modulePath, args, { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  children.add(child);
+  child.once("exit", () => children.delete(child));
+  return child;
+}
+
 /** Resolves when the child has exited (at once if it already has). */
 export function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();

@@ -15,8 +15,12 @@ import { type MemoryStore, memoryIoredis, memoryRedisNode } from "./memory-store
 import type { HostNode } from "./node-host-protocol.js";
 
 export type SystemId = "edge-redlock" | "upstash-lock" | "sesame-redlock" | "redlock-universal" | "no-lock";
-/** "equal": 10 attempts, a fixed 100 ms apart, for every system. "defaults": each system's own. */
-export type Policy = "equal" | "defaults";
+/**
+ * "equal": 10 attempts, a fixed 100 ms apart, for every system. "defaults": each system's own.
+ * "retryDelay" (edge-redlock only): the same 10 attempts 100 ms apart through a custom
+ * `retryDelay`, as a user migrating from node-redlock writes it.
+ */
+export type Policy = "equal" | "defaults" | "retryDelay";
 
 /** A system, its retry policy and how many nodes it locks on (serialisable: sent to worker processes). */
 export interface SystemSpec {
@@ -48,6 +52,12 @@ export const EDGE_REDLOCK_EQUAL: RedlockOptions = Object.freeze({
   maxAttempts: EQUAL_POLICY.attempts,
   retryBaseDelayMs: EQUAL_POLICY.delayMs,
   retryMaxDelayMs: EQUAL_POLICY.delayMs,
+});
+
+/** edge-redlock with a custom `retryDelay`: a fixed 100 ms between at most 10 attempts. */
+export const EDGE_REDLOCK_RETRY_DELAY: RedlockOptions = Object.freeze({
+  maxAttempts: EQUAL_POLICY.attempts,
+  retryDelay: () => EQUAL_POLICY.delayMs,
 });
 
 export const SYSTEMS: Record<SystemId, SystemInfo> = {
@@ -136,7 +146,8 @@ export async function createClient(spec: SystemSpec, backend: Backend): Promise<
 
 function edgeRedlock(spec: SystemSpec, backend: Backend): LockClient {
   let attempts = 0;
-  const policy: RedlockOptions = spec.policy === "equal" ? EDGE_REDLOCK_EQUAL : {};
+  const policy: RedlockOptions =
+    spec.policy === "equal" ? EDGE_REDLOCK_EQUAL : spec.policy === "retryDelay" ? EDGE_REDLOCK_RETRY_DELAY : {};
   const nodes =
     backend.kind === "servers"
       ? backend.nodes.slice(0, spec.n).map(({ url, token }) => ({ url, token }))

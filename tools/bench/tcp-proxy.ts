@@ -4,7 +4,11 @@
  * - the fixed delay holds back every chunk the server sends (response direction, like the
  *   bridge's default `phase: "response"`: the command runs at once, its answer arrives late);
  * - the jitter holds back every chunk the client sends by a fresh random delay in `[0, jitterMs)`
- *   (request direction, like the bridge's jitter), so clients reach the server in varying orders.
+ *   (request direction, like the bridge's jitter), so clients reach the server in varying orders;
+ * - the request delay holds back every chunk the client sends by a fixed time (request direction):
+ *   with the fixed delay, it splits a round trip into its two one-way halves, so that a command
+ *   runs at the server when it would have arrived (the isolates parts put one proxy per node in
+ *   each client process, with that process's own latency).
  * Chunks of one connection keep their order (a TCP stream cannot reorder): a chunk is released
  * no earlier than the one before it.
  */
@@ -17,6 +21,8 @@ export interface ProxyDelay {
   fixedMs: number;
   /** Upper bound of the random delay added to each client → server chunk. */
   jitterMs: number;
+  /** Fixed delay added to each client → server chunk, before the jitter. @default 0 */
+  requestMs?: number;
 }
 
 /** A running proxy. */
@@ -81,7 +87,7 @@ function commandCounter(counts: Record<string, number>): (chunk: Buffer) => void
 
 /** Starts a proxy on a free loopback port forwarding to `127.0.0.1:targetPort`. */
 export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
-  let delay: ProxyDelay = { fixedMs: 0, jitterMs: 0 };
+  let delay: ProxyDelay = { fixedMs: 0, jitterMs: 0, requestMs: 0 };
   const sockets = new Set<Socket>();
   const commands: Record<string, number> = {};
   const server: Server = createServer((client) => {
@@ -98,7 +104,11 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
     client.on("close", drop).on("error", drop);
     upstream.on("close", drop).on("error", drop);
     client.on("data", commandCounter(commands));
-    delayedPipe(client, upstream, () => (delay.jitterMs > 0 ? Math.random() * delay.jitterMs : 0));
+    delayedPipe(
+      client,
+      upstream,
+      () => (delay.requestMs ?? 0) + (delay.jitterMs > 0 ? Math.random() * delay.jitterMs : 0),
+    );
     delayedPipe(upstream, client, () => delay.fixedMs);
   });
   await new Promise<void>((resolve, reject) => {
