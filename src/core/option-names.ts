@@ -19,12 +19,28 @@ export function checkOptionNames(
   const valid = [...OPTION_NAMES, ...allowed];
   for (const name of Object.keys(options)) {
     if (valid.includes(name)) continue;
+    const instead = FROM_OTHER_LIBRARIES[name];
+    if (instead !== undefined) throw makeError(`unknown option ${JSON.stringify(name)} in ${where}: ${instead}`);
     const closest = closestName(name, valid);
     throw makeError(
       `unknown option ${JSON.stringify(name)} in ${where}${closest ? `; did you mean ${JSON.stringify(closest)}?` : ""}`,
     );
   }
 }
+
+/**
+ * Options of node-redlock (v5, @sesamecare-oss/redlock) and @upstash/lock that users bring along,
+ * and what to write instead (docs/migrating-from-node-redlock.md, docs/migrating-from-upstash-lock.md).
+ */
+const FROM_OTHER_LIBRARIES: Readonly<Record<string, string>> = {
+  retryCount: "write maxAttempts, which counts every attempt (node-redlock's retryCount + 1)",
+  retryJitter: "write retryDelay, a function: e.g. () => 200 + Math.random() * 100",
+  automaticExtensionThreshold:
+    "write autoExtendThreshold, a fraction of the TTL (0.5 extends at half of it), not milliseconds",
+  lease: "give the lease as the ttlMs argument of acquire(), tryAcquire() or using()",
+  retry: "write maxAttempts (attempts in all) and, for a fixed delay, retryDelay: () => ms",
+  redis: "give the nodes as nodes: [{ url, token }, …], or upstashNodes([...]) from edge-redlock/upstash",
+};
 
 /** The valid name nearest to `name` by edit distance, when it is plausibly a typo of it. */
 function closestName(name: string, valid: readonly string[]): string | undefined {

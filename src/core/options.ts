@@ -332,7 +332,12 @@ export function resolveOptions(
     isMillis(o.retryMaxDelayMs, o.retryBaseDelayMs),
     `retryMaxDelayMs must be an integer from retryBaseDelayMs to ${MAX_DELAY_MS}, got ${o.retryMaxDelayMs}`,
   );
-  check(o.retryDelay === undefined || typeof o.retryDelay === "function", "retryDelay must be a function");
+  check(
+    o.retryDelay === undefined || typeof o.retryDelay === "function",
+    typeof o.retryDelay === "number"
+      ? `retryDelay must be a function ({ attempt, report }) => ms | null, not a number: for a fixed delay write retryDelay: () => ${o.retryDelay}`
+      : "retryDelay must be a function ({ attempt, report }) => ms | null",
+  );
   check(
     Number.isInteger(o.maxExtensions) && o.maxExtensions >= 0,
     `maxExtensions must be a non-negative integer, got ${o.maxExtensions}`,
