@@ -21,8 +21,9 @@ import { releaseKeys, releaseLock } from "./operations/release.js";
 import { verifyLock } from "./operations/verify.js";
 import { checkOptionNames } from "./option-names.js";
 import type { AcquireRequest } from "./options.js";
-import { type RedlockOptions, type ResolvedOptions, resolveOptions, validateResources } from "./options.js";
+import { type RedlockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
 import { runUnderLock } from "./using.js";
+import { validateResources } from "./validate.js";
 import type { ClientWaiting, WaitingStrategy } from "./waiting.js";
 
 export type { InspectedNode, InspectResult } from "./operations/inspect.js";

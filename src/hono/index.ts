@@ -29,8 +29,8 @@ import {
 } from "../base/errors.js";
 import type { Lock } from "../core/lock.js";
 import { checkOptionNames } from "../core/option-names.js";
-import { validateTtl } from "../core/options.js";
 import type { Redlock, UsingOptions } from "../core/redlock.js";
+import { validateTtl } from "../core/validate.js";
 
 /** Context variables the middleware sets. */
 export interface LockVariables {
