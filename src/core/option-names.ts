@@ -33,13 +33,12 @@ export function checkOptionNames(
  * and what to write instead (docs/migrating-from-node-redlock.md, docs/migrating-from-upstash-lock.md).
  */
 const FROM_OTHER_LIBRARIES: Readonly<Record<string, string>> = {
-  retryCount: "write maxAttempts, which counts every attempt (node-redlock's retryCount + 1)",
-  retryJitter: "write retryDelay, a function: e.g. () => 200 + Math.random() * 100",
-  automaticExtensionThreshold:
-    "write autoExtendThreshold, a fraction of the TTL (0.5 extends at half of it), not milliseconds",
-  lease: "give the lease as the ttlMs argument of acquire(), tryAcquire() or using()",
-  retry: "write maxAttempts (attempts in all) and, for a fixed delay, retryDelay: () => ms",
-  redis: "give the nodes as nodes: [{ url, token }, …], or upstashNodes([...]) from edge-redlock/upstash",
+  retryCount: "write maxAttempts (attempts in all: retryCount + 1)",
+  retryJitter: "write retryDelay: () => ms, a function",
+  automaticExtensionThreshold: "write autoExtendThreshold, a fraction of the TTL",
+  lease: "the lease is the ttlMs argument",
+  retry: "write maxAttempts, and retryDelay: () => ms for a fixed delay",
+  redis: "write nodes: [{ url, token }, …]",
 };
 
 /** The valid name nearest to `name` by edit distance, when it is plausibly a typo of it. */

@@ -163,11 +163,11 @@ describe("settled()", () => {
 
 describe("options brought from other libraries say what to write instead", () => {
   it.each([
-    [{ retryCount: 10 }, /maxAttempts, which counts every attempt/],
-    [{ retryJitter: 200 }, /retryDelay, a function/],
+    [{ retryCount: 10 }, /maxAttempts \(attempts in all/],
+    [{ retryJitter: 200 }, /retryDelay: \(\) => ms, a function/],
     [{ automaticExtensionThreshold: 500 }, /autoExtendThreshold, a fraction of the TTL/],
-    [{ lease: 5000 }, /ttlMs argument/],
-    [{ retry: { attempts: 3, delay: 100 } }, /maxAttempts \(attempts in all\)/],
+    [{ lease: 5000 }, /the ttlMs argument/],
+    [{ retry: { attempts: 3, delay: 100 } }, /maxAttempts, and retryDelay/],
   ])("%o", (given, message) => {
     expect(() => new Redlock({ nodes: fakeNodes(3), ...(given as object) })).toThrow(message);
   });
