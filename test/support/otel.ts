@@ -30,6 +30,9 @@ export interface Point {
 export interface TestTelemetry {
   readonly meter: Meter;
   readonly tracer: Tracer;
+  /** The providers, to register globally where a test goes through `@opentelemetry/api`. */
+  readonly meterProvider: MeterProvider;
+  readonly tracerProvider: BasicTracerProvider;
   /** Every metric's data points, cumulative since the start. */
   metrics(): Promise<Point[]>;
   /** Every span ended so far, in the order they ended. */
@@ -45,6 +48,8 @@ export function testTelemetry(): TestTelemetry {
   const spanExporter = new InMemorySpanExporter();
   const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spanExporter)] });
   return {
+    meterProvider,
+    tracerProvider,
     meter: meterProvider.getMeter("edge-redlock-test"),
     tracer: tracerProvider.getTracer("edge-redlock-test"),
     async metrics() {
