@@ -12,40 +12,69 @@
 import type { Attributes, Counter, Histogram, Meter, UpDownCounter, ValueType } from "@opentelemetry/api";
 import type { NodeOutcome } from "../base/report.js";
 
-/** The attribute keys, in one place. */
+/** The attribute keys of the metrics, spans and span events, in one place. */
 export const ATTRIBUTE = Object.freeze({
+  /** What `resourceAttribute` maps a lock's resources to (absent without it). */
   resource: "edge_redlock.resource",
+  /** How an acquisition ended: `acquired`, or the error's code (`LOCK_HELD`, `REQUEST_BUDGET`, …). */
   outcome: "edge_redlock.outcome",
+  /** The operation a request belongs to: `acquire`, `extend`, `release`, `verify` or `poll`. */
   operation: "edge_redlock.operation",
+  /** A node's id: its URL without credentials, or the `id` it was given. */
   node: "edge_redlock.node",
+  /** What a node answered: `acquired`, `held`, `released`, `error`, `timeout`, `pending`, … */
   nodeOutcome: "edge_redlock.node.outcome",
+  /** Why a lock was lost: `expired` (no extension in time) or `not_held` (the nodes no longer hold it). */
   lossReason: "edge_redlock.loss.reason",
+  /** How a hold ended: `released` or `lost`. */
   holdEnd: "edge_redlock.hold.end",
+  /** Votes a grant needs. */
   quorum: "edge_redlock.quorum",
+  /** Nodes of the client. */
   nodeCount: "edge_redlock.node_count",
+  /** Nodes that said yes when the operation was decided. */
   votes: "edge_redlock.votes",
+  /** Validity left when it was decided, in milliseconds (acquire, extend). */
   validityMs: "edge_redlock.validity_ms",
+  /** The TTL asked for, in milliseconds. */
   ttlMs: "edge_redlock.ttl_ms",
+  /** The 1-based number of an attempt. */
   attempt: "edge_redlock.attempt",
+  /** Attempts an acquisition made. */
   attempts: "edge_redlock.attempts",
+  /** Polls of the gate an acquisition made. */
   polls: "edge_redlock.polls",
+  /** Whether the operation succeeded on a quorum. */
   ok: "edge_redlock.ok",
+  /** Time from the operation's start to a node's answer, in milliseconds. */
   latencyMs: "edge_redlock.latency_ms",
+  /** Requests sent to a node for its answer (2 when a script was sent again after NOSCRIPT). */
   requests: "edge_redlock.requests",
+  /** A poll's place in line (0 first). */
   rank: "edge_redlock.rank",
+  /** The error code of a failed operation (OpenTelemetry's `error.type`). */
   errorType: "error.type",
+  /** The HTTP status of a node's error answer. */
   httpStatus: "http.response.status_code",
 });
 
-/** The metric names (see docs/observability.md for the table). */
+/** The metric names (docs/observability.md has the table). */
 export const METRIC = Object.freeze({
+  /** Histogram, `s`: time an `acquire()`, `tryAcquire()` or `using()` call waited for its lock, by outcome. */
   acquireDuration: "edge_redlock.acquire.duration",
+  /** Histogram, `{attempt}`: attempts (fan-outs to every node) per acquisition, by outcome. */
   acquireAttempts: "edge_redlock.acquire.attempts",
+  /** Histogram, `{poll}`: polls of the gate per acquisition, by outcome. */
   acquirePolls: "edge_redlock.acquire.polls",
+  /** Counter, `{acquisition}`: acquisitions that found the lock held or needed more than one round, by outcome. */
   acquireContended: "edge_redlock.acquire.contended",
+  /** Histogram, `s`: time from a grant to its release or loss, by how it ended. */
   holdDuration: "edge_redlock.lock.hold.duration",
+  /** UpDownCounter, `{lock}`: locks granted and not yet released or lost. */
   held: "edge_redlock.lock.held",
+  /** Counter, `{lock}`: locks lost, by reason. */
   lost: "edge_redlock.lock.lost",
+  /** Counter, `{request}`: requests to each node, by operation and the node's outcome. */
   requests: "edge_redlock.node.requests",
 });
 
