@@ -45,8 +45,8 @@ export class CallTelemetry {
   #epoch: (t: number) => number;
   #attempts = 0;
   #polls = 0;
-  /** A node or the gate answered that the lock was held elsewhere. */
-  #sawHeld = false;
+  /** A node answered that the lock was held elsewhere, or a release handed the lock over. */
+  #waited = false;
   #last: AttemptReport | undefined;
   /** The acquisition has ended (granted or failed): later acquire reports are only counted. */
   #ended: boolean;
@@ -100,7 +100,7 @@ export class CallTelemetry {
       m.acquireAttempts.record(this.#attempts, attributes);
       m.acquirePolls.record(this.#polls, attributes);
       // Had to wait: it found the lock held, or needed more than one round to get it.
-      if (this.#attempts > 1 || this.#polls > 0 || this.#sawHeld) m.acquireContended.add(1, attributes);
+      if (this.#attempts > 1 || this.#polls > 0 || this.#waited) m.acquireContended.add(1, attributes);
     }
     const span = this.#span;
     if (span === undefined) return;
@@ -128,7 +128,9 @@ export class CallTelemetry {
       if (this.#ended) return;
       this.#attempts++;
       this.#last = report;
-      if (report.nodes.some((n) => n.outcome === "held")) this.#sawHeld = true;
+      // An attempt that sent no request of its own was handed the lock by a release of its
+      // isolate: the caller queued behind that holder.
+      if (report.requests === 0 || report.nodes.some((n) => n.outcome === "held")) this.#waited = true;
       const span = this.#span;
       if (span !== undefined) addVoteEvents(span, report, startedAt, now, this.#epoch);
       return;
@@ -195,6 +197,7 @@ function voteAttributes(report: AttemptReport): Attributes {
     [ATTRIBUTE.quorum]: report.quorum,
     [ATTRIBUTE.votes]: report.votes,
     [ATTRIBUTE.ok]: report.ok,
+    [ATTRIBUTE.requests]: report.requests,
   };
   if (report.validityMs !== undefined) attributes[ATTRIBUTE.validityMs] = report.validityMs;
   return attributes;

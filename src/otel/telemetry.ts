@@ -66,7 +66,7 @@ export const METRIC = Object.freeze({
   acquireAttempts: "edge_redlock.acquire.attempts",
   /** Histogram, `{poll}`: polls of the gate per acquisition, by outcome. */
   acquirePolls: "edge_redlock.acquire.polls",
-  /** Counter, `{acquisition}`: acquisitions that found the lock held or needed more than one round, by outcome. */
+  /** Counter, `{acquisition}`: acquisitions that had to wait (found the lock held, were handed it by a release of their isolate, or needed more than one round), by outcome. */
   acquireContended: "edge_redlock.acquire.contended",
   /** Histogram, `s`: time from a grant to its release or loss, by how it ended. */
   holdDuration: "edge_redlock.lock.hold.duration",
@@ -122,7 +122,8 @@ export function createInstruments(meter: Meter): Instruments {
       advice: { explicitBucketBoundaries: COUNT_BUCKETS },
     }),
     acquireContended: meter.createCounter(METRIC.acquireContended, {
-      description: "Acquisitions that had to wait: found the lock held, or made more than one attempt or a poll",
+      description:
+        "Acquisitions that had to wait: found the lock held, were handed it by a release, or made more than one attempt or a poll",
       unit: "{acquisition}",
       valueType: INT,
     }),

@@ -129,3 +129,24 @@ describe("instrument()", () => {
     await lock.release();
   });
 });
+
+describe("contention", () => {
+  it("counts every acquisition that waited, including those a release of the isolate handed the lock to", async () => {
+    const t = setUp();
+    const redlock = instrument(new Redlock({ nodes: memoryNodes(5) }), { meter: t.meter, tracer: t.tracer });
+    const callers = 40;
+    // Callers arrive one by one while the lock is busy, as the requests of a Worker do.
+    await Promise.all(
+      Array.from({ length: callers }, async (_, i) => {
+        await new Promise((resolve) => setTimeout(resolve, 3 * i));
+        await redlock.using("busy", 10_000, () => new Promise((resolve) => setTimeout(resolve, 8)));
+      }),
+    );
+    const points = await t.metrics();
+    expect(histogram(points, "edge_redlock.acquire.duration", { "edge_redlock.outcome": "acquired" }).count).toBe(
+      callers,
+    );
+    // Only one caller can have had the lock at once from its first try; every other waited.
+    expect(total(points, "edge_redlock.acquire.contended")).toBeGreaterThanOrEqual(callers - 1);
+  });
+});
