@@ -28,6 +28,8 @@ export interface RedlockHooks {
   onLockLost?: (event: { resources: readonly string[]; error: RedlockError }) => void;
   /** When `using()` could not release on a quorum after the routine finished (the lock then expires by its TTL). */
   onReleaseError?: (event: { resources: readonly string[]; error: RedlockError }) => void;
+  /** After every poll of the gate while waiting in line: `acquired` (took it), `held` (in line at `rank`, 0 first) or the failure. */
+  onPoll?: (event: { resources: readonly string[]; outcome: NodeOutcome; rank?: number | undefined }) => void;
 }
 
 /** Options of a {@link Redlock} client. Every one can be overridden per call. */
@@ -219,6 +221,7 @@ export const OPTION_NAMES: readonly string[] = Object.freeze([
   "onNodeError",
   "onLockLost",
   "onReleaseError",
+  "onPoll",
 ]);
 
 /** Options with every value resolved for one call with a given TTL. */
