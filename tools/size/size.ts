@@ -31,6 +31,7 @@ const ENTRIES: readonly Entry[] = [
   { label: "edge-redlock (default entry)", file: "edge-redlock.ts", budget: 15 * KIB },
   { label: "edge-redlock with fencing", file: "edge-redlock-fenced.ts", budget: 19 * KIB },
   { label: "edge-redlock + @upstash/redis adapter", file: "edge-redlock-upstash.ts" },
+  { label: "edge-redlock + edge-redlock/otel (no API)", file: "edge-redlock-otel.ts" },
   { label: "@upstash/lock + @upstash/redis/cloudflare", file: "upstash-lock.ts" },
 ];
 
