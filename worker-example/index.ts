@@ -16,8 +16,10 @@ import {
   LockLostError,
   type NodeOutcome,
   QuorumUnavailableError,
+  RateLimitedError,
   type RedisNode,
   Redlock,
+  RequestBudgetError,
   restNode,
   ValidityExhaustedError,
 } from "../src/index.js";
@@ -261,6 +263,8 @@ app.onError((error, c) => {
   }
   if (
     error instanceof QuorumUnavailableError ||
+    error instanceof RequestBudgetError ||
+    error instanceof RateLimitedError ||
     error instanceof AcquireTimeoutError ||
     error instanceof ValidityExhaustedError
   ) {

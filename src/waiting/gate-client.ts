@@ -111,6 +111,7 @@ export function leave(w: Waiter): void {
       w.request.resources,
       {
         yes: "acquired",
+        meter: w.request.meter,
         task: async (_, context) => {
           await pollGate(
             node,
