@@ -98,8 +98,8 @@ export interface RedlockOptions extends RedlockHooks {
   maxHoldMs?: number | undefined;
   /**
    * Requests one `acquire()`, `tryAcquire()` or `using()` call may send until it has the lock
-   * (fan-outs, polls of the gate, script fallbacks, the cluster check, and the cleanup it starts
-   * while it runs), with the release of its lock (one request per node) kept in reserve: a call that would need more gives up with a `RequestBudgetError` rather
+   * (fan-outs, polls of the gate, script fallbacks, the cluster check), with the release of its
+   * lock (one request per node) kept in reserve: a call that would need more gives up with a `RequestBudgetError` rather
    * than send them, and waiting in line spaces its polls to last within it. The default keeps an
    * acquisition and its release within the 50 subrequests a Cloudflare Workers Free invocation
    * may make, with 10 left for the request's own work. Work left in the background once the call

@@ -111,7 +111,6 @@ export function leave(w: Waiter): void {
       w.request.resources,
       {
         yes: "acquired",
-        meter: w.request.meter,
         task: async (_, context) => {
           await pollGate(
             node,

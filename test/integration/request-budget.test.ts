@@ -58,14 +58,18 @@ function polls(sent: readonly Sent[]): Sent[] {
 }
 
 /**
- * The most of `times` within any window of `windowMs` (half-open, less a millisecond for the few
- * microseconds between the library reading its clock and `fetch` being called).
+ * Between the library reading its clock for a poll and this file's `fetch` stamping it, a few
+ * async hops pass (the fan-out, the script runner, the transport): up to a few ms on a loaded
+ * machine. The checks below allow that much, and no more.
  */
+const STAMP_SLACK_MS = 5;
+
+/** The most of `times` within any window of `windowMs` (half-open, less the stamps' slack). */
 function mostInWindow(times: readonly number[], windowMs: number): number {
   const sorted = [...times].sort((a, b) => a - b);
   let most = 0;
   for (let i = 0, j = 0; i < sorted.length; i++) {
-    while ((sorted[i] as number) - (sorted[j] as number) >= windowMs - 1) j++;
+    while ((sorted[i] as number) - (sorted[j] as number) >= windowMs - STAMP_SLACK_MS) j++;
     most = Math.max(most, i - j + 1);
   }
   return most;
@@ -141,7 +145,9 @@ describe("requests of one acquire()", () => {
       // More than 6 turns back: the next poll no sooner than half a second later.
       for (let i = 1; i < mine.length; i++) {
         const previous = mine[i - 1] as Sent;
-        if ((previous.rank ?? 0) > 6) expect((mine[i] as Sent).at - previous.at).toBeGreaterThanOrEqual(499);
+        if ((previous.rank ?? 0) > 6) {
+          expect((mine[i] as Sent).at - previous.at).toBeGreaterThanOrEqual(500 - STAMP_SLACK_MS);
+        }
       }
     }
   }, 60_000);

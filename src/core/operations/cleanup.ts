@@ -109,7 +109,6 @@ async function extendOne(
     yes: "extended",
     timeoutMs,
     clock: request.options.clock,
-    meter: request.meter,
     task: (_, context) => extendOnNode(node, request.keys, token, holdMs, context),
   });
   const [outcome] = await fan.outcomes;
@@ -132,7 +131,6 @@ async function releaseOne(
     yes: "released",
     timeoutMs,
     clock: options.clock,
-    meter: request.meter,
     task: (_, context) => releaseOnNode(node, keys, token, context),
     onNodeSettled: onNodeError
       ? (outcome) => {
