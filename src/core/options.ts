@@ -8,7 +8,6 @@ import type { RedlockError } from "../base/errors.js";
 import { InvalidArgumentError } from "../base/errors.js";
 import type { AttemptReport, NodeOutcome, Operation } from "../base/report.js";
 import type { RequestMeter } from "./fanout.js";
-import { RESERVED_KEY_PART } from "./keys.js";
 
 /** What a custom retry policy is told about the attempt that just failed. */
 export interface RetryContext {

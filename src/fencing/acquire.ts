@@ -7,13 +7,11 @@
 
 import { FencingError } from "../base/errors.js";
 import type { AttemptReport, NodeOutcome } from "../base/report.js";
-import type { Engine } from "../core/engine.js";
 import { callHook } from "../core/engine.js";
 import type { AcquireFan, FanOut } from "../core/fanout.js";
-import { Lock, type LockOperations } from "../core/lock.js";
-import type { AttemptResult } from "../core/operations/acquire.js";
+import { Lock } from "../core/lock.js";
+import type { Attempt } from "../core/operations/acquire.js";
 import { cleanUpAcquisition } from "../core/operations/cleanup.js";
-import type { AcquireRequest } from "../core/options.js";
 import { isFailure, validityMs } from "../core/quorum.js";
 import { randomToken } from "../core/token.js";
 import { assertQuarantineCovers } from "./arithmetic.js";
@@ -24,14 +22,7 @@ import { fencedAttempt } from "./attempt.js";
  * @throws {FencingError} `FENCING_UNINITIALIZED` when no node carries a marker yet.
  * @throws {InvalidArgumentError} when the TTL outlasts `quarantineMs`.
  */
-export async function attemptFenced(
-  engine: Engine,
-  request: AcquireRequest,
-  attempt: number,
-  signal: AbortSignal | undefined,
-  operations: LockOperations,
-  polls?: number,
-): Promise<AttemptResult> {
+export const attemptFenced: Attempt = async (engine, request, attempt, signal, operations, polls) => {
   const { resources, keys, ttlMs, options: o } = request;
   assertQuarantineCovers(ttlMs, o.quarantineMs, o.driftFactor);
   const token = randomToken();
@@ -94,7 +85,7 @@ export async function attemptFenced(
     );
   }
   return { report, token };
-}
+};
 
 /**
  * Phase 1 as the cleanup sees an acquisition: a node whose request failed may still have applied

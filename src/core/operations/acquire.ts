@@ -71,20 +71,23 @@ export interface GateRole {
   readonly others?: ((index: number, context: TaskContext) => Promise<NodeOutcomeKind>) | undefined;
 }
 
+/** One attempt (a fan-out to every node), numbered `attempt`; `polls` made before it, for its report. */
+export type Attempt = (
+  engine: Engine,
+  request: AcquireRequest,
+  attempt: number,
+  signal: AbortSignal | undefined,
+  operations: LockOperations,
+  polls?: number,
+) => Promise<AttemptResult>;
+
 /**
  * What the `fencing` value of `edge-redlock/fencing` is inside: its own attempt (two phases, see
  * `fencing/acquire.ts`) and the check of an extension's TTL against the quarantine. The core calls
  * it through this interface and never imports the fencing module.
  */
 export interface FencedAttempts extends Fencing {
-  attempt(
-    engine: Engine,
-    request: AcquireRequest,
-    attempt: number,
-    signal: AbortSignal | undefined,
-    operations: LockOperations,
-    polls?: number,
-  ): Promise<AttemptResult>;
+  readonly attempt: Attempt;
   /** @throws {InvalidArgumentError} when an extension to `ttlMs` would outlast the quarantine. */
   checkExtension(ttlMs: number, o: ResolvedOptions): void;
 }
@@ -95,18 +98,11 @@ export function fencingOf(o: ResolvedOptions): FencedAttempts | undefined {
 }
 
 /** One plain attempt, or a fenced one when the options ask for fencing. Never throws for node failures. */
-export function attemptOnce(
-  engine: Engine,
-  request: AcquireRequest,
-  attempt: number,
-  signal: AbortSignal | undefined,
-  operations: LockOperations,
-  polls?: number,
-): Promise<AttemptResult> {
+export const attemptOnce: Attempt = (engine, request, attempt, signal, operations, polls) => {
   const fencing = fencingOf(request.options);
   if (fencing) return fencing.attempt(engine, request, attempt, signal, operations, polls);
   return attemptAcquire(engine, request, attempt, signal, operations, undefined, polls);
-}
+};
 
 /** Make one attempt on every node. Never throws for node failures: the report says what happened. */
 export async function attemptAcquire(
