@@ -94,7 +94,11 @@ export class Redlock {
   readonly #engine: Engine;
   readonly #waiting: ClientWaiting;
   readonly #lockOperations: LockOperations;
-  readonly #cluster: Cluster;
+  /**
+   * @internal The client's cluster check (see `cluster.ts`), for the optional modules whose
+   * acquisitions must pass it too (a semaphore's permits, a read-write lock).
+   */
+  readonly cluster: Cluster;
 
   /**
    * @throws {ConfigurationError} for an empty node list, duplicate nodes, a bad URL or token, an
@@ -123,7 +127,7 @@ export class Redlock {
     // Validate the options once now with a nominal TTL, so mistakes fail at construction.
     resolveOptions(options, undefined, 10_000, this.nodes.length, (m) => new ConfigurationError(m));
     const identities = this.nodes.map((node, i) => nodeIdentity(node, nodes[i]));
-    this.#cluster = new Cluster(this.nodes, nodes, identities, clusterName);
+    this.cluster = new Cluster(this.nodes, nodes, identities, clusterName);
     const engine = new Engine(this.nodes, Object.freeze({ ...options }));
     this.#engine = engine;
     const waiting = (new.target as typeof Redlock).waiting.forClient(engine, identities);
@@ -151,7 +155,7 @@ export class Redlock {
   async acquire(resources: string | readonly string[], ttlMs: number, options?: AcquireOptions): Promise<Lock> {
     const { request, signal } = this.#request(resources, ttlMs, options, "acquire()");
     const attempts = request.options.maxAttempts;
-    return this.#cluster.acquire(request.options, signal, request.meter, () =>
+    return this.cluster.acquire(request.options, signal, request.meter, () =>
       this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
     );
   }
@@ -167,7 +171,7 @@ export class Redlock {
   ): Promise<Lock | null> {
     const { request, signal } = this.#request(resources, ttlMs, options, "tryAcquire()");
     try {
-      return await this.#cluster.acquire(request.options, signal, request.meter, () =>
+      return await this.cluster.acquire(request.options, signal, request.meter, () =>
         this.#waiting.acquire(request, 1, signal, this.#lockOperations),
       );
     } catch (error) {
@@ -191,7 +195,7 @@ export class Redlock {
   ): Promise<T> {
     const { request, signal, waitUntil } = this.#request(resources, ttlMs, options, "using()", ["waitUntil"]);
     const attempts = request.options.maxAttempts;
-    const lock = await this.#cluster.acquire(request.options, signal, request.meter, () =>
+    const lock = await this.cluster.acquire(request.options, signal, request.meter, () =>
       this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
     );
     // What waitUntil keeps alive is the release and the background work it leaves (the nodes
@@ -265,7 +269,7 @@ export class Redlock {
   async resetClusterFingerprint(
     options?: Pick<RedlockOptions, "keyPrefix" | "requestTimeoutMs">,
   ): Promise<ClusterResetResult> {
-    return this.#cluster.reset(this.#resolve(options, 10_000, "resetClusterFingerprint()"));
+    return this.cluster.reset(this.#resolve(options, 10_000, "resetClusterFingerprint()"));
   }
 
   /**

@@ -113,7 +113,7 @@ export function memoryNode(options: MemoryNodeOptions = {}): MemoryNode {
       redis.restart();
     },
     get(key) {
-      return redis.hashes.has(key) ? undefined : redis.get(key);
+      return redis.hashes.has(key) || redis.zsets.has(key) ? undefined : redis.get(key);
     },
     pttl(key) {
       return redis.pttl(key);
