@@ -249,6 +249,34 @@ export class MemoryRedis implements GateStore, FenceStore {
       case "ZCARD":
         arity(1);
         return this.readSortedSet(rest[0] as string)?.size ?? 0;
+      case "ZADD": {
+        // `ZADD key score member [score member …]`, without flags.
+        if (rest.length < 3 || rest.length % 2 === 0) throw this.error("ERR syntax error");
+        const pairs: [number, string][] = [];
+        for (let i = 1; i < rest.length; i += 2) {
+          const score = Number(rest[i]);
+          if (Number.isNaN(score)) throw this.error("ERR value is not a valid float");
+          pairs.push([score, rest[i + 1] as string]);
+        }
+        const zset = this.sortedSet(rest[0] as string);
+        const before = zset.size;
+        for (const [score, member] of pairs) zset.set(member, score);
+        return zset.size - before;
+      }
+      case "ZRANGE": {
+        // `ZRANGE key start stop [WITHSCORES]`, by rank.
+        arity(3);
+        const sorted = [...(this.readSortedSet(rest[0] as string) ?? [])].sort(
+          ([m1, s1], [m2, s2]) => s1 - s2 || (m1 < m2 ? -1 : m1 > m2 ? 1 : 0),
+        );
+        const at = (text: string | undefined) => {
+          const i = this.integer(text);
+          return i < 0 ? sorted.length + i : i;
+        };
+        const range = sorted.slice(Math.max(0, at(rest[1])), at(rest[2]) + 1);
+        const scores = rest[3]?.toUpperCase() === "WITHSCORES";
+        return range.flatMap(([member, score]) => (scores ? [member, String(score)] : [member]));
+      }
       case "PING":
         return "PONG";
       case "TIME": {
