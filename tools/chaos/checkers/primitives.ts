@@ -119,3 +119,64 @@ export function readWriteConflicts(perNode: readonly ReadWriteNodeState[], quoru
   if (writers.length === 0 || writers.length + readers.length === 1) return [];
   return [...writers, ...readers];
 }
+
+/** What checkers 6 and 7 found in a history. */
+export interface PrimitiveResult {
+  /** Grants of permits and of read or write locks. */
+  readonly grants: number;
+  /** C6: per semaphore, the most permits claimed at once, and the moment it went over its permits. */
+  readonly permits: readonly (PermitResult & { readonly resource: string; readonly permits: number })[];
+  /** C7: write windows overlapping another window of the same read-write lock. */
+  readonly readWrite: readonly (ReadWriteAnomaly & { readonly resource: string })[];
+}
+
+/** A grant's claimed windows and how it was recorded (see `grantsOf`). */
+export interface PrimitiveGrant {
+  readonly resource: string;
+  readonly holder: string;
+  readonly mode: "permit" | "read" | "write";
+  readonly permits?: number | undefined;
+  readonly uncertaintyMs: number;
+  readonly windows: readonly { readonly start: number; readonly end: number }[];
+}
+
+/**
+ * Checkers 6 and 7 over the grants of primitives: no more claimed windows of one semaphore open at
+ * once than its permits, and no write window of a read-write lock beside any other window of it.
+ * Each grant's windows (its acquisition, then each extension) are merged first: one holder counts
+ * once. Readings of two processes are compared within `toleranceMs` plus their clocks' uncertainty.
+ */
+export function checkPrimitiveGrants(grants: readonly PrimitiveGrant[], toleranceMs: number): PrimitiveResult {
+  const byResource = new Map<string, PrimitiveGrant[]>();
+  for (const grant of grants) byResource.set(grant.resource, [...(byResource.get(grant.resource) ?? []), grant]);
+  const permits: (PermitResult & { resource: string; permits: number })[] = [];
+  const readWrite: (ReadWriteAnomaly & { resource: string })[] = [];
+  for (const [resource, list] of byResource) {
+    const slack = toleranceMs + Math.max(0, ...list.map((g) => g.uncertaintyMs));
+    const windows = list.flatMap((g) => merged(g.windows).map((w) => ({ ...w, holder: g.holder, mode: g.mode })));
+    const semaphore = list.find((g) => g.mode === "permit");
+    if (semaphore) {
+      const limit = semaphore.permits ?? 1;
+      permits.push({ resource, permits: limit, ...checkPermits(windows, limit, slack) });
+    } else {
+      const sides = windows.map((w) => ({ ...w, mode: w.mode as "read" | "write" }));
+      for (const anomaly of checkReadWrite(sides, slack)) {
+        // Two windows of one grant (an extension) are never an anomaly.
+        if (anomaly.writer !== anomaly.other) readWrite.push({ resource, ...anomaly });
+      }
+    }
+  }
+  return { grants: grants.length, permits, readWrite };
+}
+
+/** The union of intervals, as disjoint intervals. */
+function merged(windows: readonly { start: number; end: number }[]): { start: number; end: number }[] {
+  const sorted = [...windows].sort((a, b) => a.start - b.start);
+  const out: { start: number; end: number }[] = [];
+  for (const w of sorted) {
+    const last = out.at(-1);
+    if (last && w.start <= last.end) last.end = Math.max(last.end, w.end);
+    else out.push({ start: w.start, end: w.end });
+  }
+  return out;
+}
