@@ -58,8 +58,17 @@ export interface Call {
   readonly meter: RequestMeter;
 }
 
-/** Check an acquire call's TTL and options as `Redlock.acquire()` does; nothing is sent. */
-export function prepareCall(engine: Engine, ttlMs: number, options: UsingOptions | undefined, where: string): Call {
+/**
+ * Check an acquire call's TTL and options as `Redlock.acquire()` does (`using`: as `using()` does,
+ * `waitUntil` allowed); nothing is sent.
+ */
+export function prepareCall(
+  engine: Engine,
+  ttlMs: number,
+  options: UsingOptions | undefined,
+  where: string,
+  using = false,
+): Call {
   let signal: AbortSignal | undefined;
   let waitUntil: UsingOptions["waitUntil"];
   let overrides: RedlockOptions | undefined;
@@ -67,8 +76,7 @@ export function prepareCall(engine: Engine, ttlMs: number, options: UsingOptions
     if (typeof options !== "object" || options === null) {
       throw new InvalidArgumentError(`the options of ${where} must be an object`);
     }
-    const extra = where.includes("using") ? ["signal", "waitUntil"] : ["signal"];
-    checkOptionNames(options, where, extra, (m) => new InvalidArgumentError(m));
+    checkOptionNames(options, where, using ? ["signal", "waitUntil"] : ["signal"], (m) => new InvalidArgumentError(m));
     ({ signal, waitUntil, ...overrides } = options);
     // Duck-typed: a signal from another realm (a VM sandbox) fails `instanceof`.
     if (signal !== undefined && typeof (signal as Partial<AbortSignal>)?.addEventListener !== "function") {

@@ -100,7 +100,7 @@ export class ReadWriteLock {
     routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
     options?: UsingOptions,
   ): Promise<T> {
-    const call = this.#call(ttlMs, options, "readWriteLock.usingRead()");
+    const call = this.#call(ttlMs, options, "readWriteLock.usingRead()", true);
     return runUsing(this.#redlock, call, await this.#acquire(call, "read", call.o.maxAttempts), routine);
   }
 
@@ -110,12 +110,12 @@ export class ReadWriteLock {
     routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
     options?: UsingOptions,
   ): Promise<T> {
-    const call = this.#call(ttlMs, options, "readWriteLock.usingWrite()");
+    const call = this.#call(ttlMs, options, "readWriteLock.usingWrite()", true);
     return runUsing(this.#redlock, call, await this.#acquire(call, "write", call.o.maxAttempts), routine);
   }
 
-  #call(ttlMs: number, options: UsingOptions | undefined, where: string): Call {
-    const call = prepareCall(this.#engine, ttlMs, options, where);
+  #call(ttlMs: number, options: UsingOptions | undefined, where: string, using = false): Call {
+    const call = prepareCall(this.#engine, ttlMs, options, where, using);
     if (call.o.fencing !== false) {
       throw new InvalidArgumentError(`${where}: read-write locks are not fenced yet; use a client without fencing`);
     }

@@ -134,7 +134,7 @@ export class Semaphore {
     routine: (signal: AbortSignal, permit: Lock) => Promise<T>,
     options?: UsingOptions,
   ): Promise<T> {
-    const call = prepareCall(this.#engine, ttlMs, options, "semaphore.using()");
+    const call = prepareCall(this.#engine, ttlMs, options, "semaphore.using()", true);
     const permit = await this.#redlock.cluster.acquire(call.o, call.signal, call.meter, () =>
       this.#take(call, call.o.maxAttempts),
     );

@@ -225,6 +225,18 @@ describe("input", () => {
     );
   });
 
+  it("usingRead and usingWrite hand the release to waitUntil, as Redlock.using() does", async () => {
+    const nodes = memoryNodes(3);
+    const doc = lockOf(nodes);
+    const handed: Promise<unknown>[] = [];
+    const waitUntil = (promise: Promise<unknown>) => void handed.push(promise);
+    expect(await doc.usingRead(10_000, async () => "read", { waitUntil })).toBe("read");
+    expect(await doc.usingWrite(10_000, async () => "written", { waitUntil })).toBe("written");
+    await Promise.all(handed);
+    expect(handed).toHaveLength(2);
+    for (const node of nodes) expect(node.keys().filter((k) => k.includes(":rw:"))).toEqual([]);
+  });
+
   it("a read-write lock, a semaphore and a mutex of one name are three things", async () => {
     const nodes = memoryNodes(3);
     const redlock = new Redlock({ nodes });
