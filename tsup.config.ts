@@ -8,6 +8,7 @@ export default defineConfig({
     "upstash/index": "src/upstash/index.ts",
     "hono/index": "src/hono/index.ts",
     "testing/index": "src/testing/index.ts",
+    "otel/index": "src/otel/index.ts",
   },
   format: ["esm"],
   dts: true,

@@ -5,7 +5,9 @@
  * `REDLOCK_REST_URL_1` / `REDLOCK_REST_TOKEN_1`, `REDLOCK_REST_URL_2` / `REDLOCK_REST_TOKEN_2`, …
  * (the names Upstash's console uses, numbered). `API_SECRET` is the Bearer secret every route needs.
  */
-export interface Bindings {
+import type { TelemetryBindings } from "./telemetry.js";
+
+export interface Bindings extends TelemetryBindings {
   REDLOCK_NODES?: string;
   API_SECRET?: string;
   [name: `REDLOCK_REST_URL_${number}` | `REDLOCK_REST_TOKEN_${number}`]: string | undefined;

@@ -16,13 +16,17 @@ import {
   LockLostError,
   type NodeOutcome,
   QuorumUnavailableError,
+  RateLimitedError,
   type RedisNode,
   Redlock,
+  RequestBudgetError,
   restNode,
   ValidityExhaustedError,
 } from "../src/index.js";
+import { instrument } from "../src/otel/index.js";
 import { limitBody } from "./body-limit.js";
 import { type Bindings, ConfigError, nodesFromEnv, secretFromEnv } from "./config.js";
+import { telemetry } from "./telemetry.js";
 
 type AppEnv = { Bindings: Bindings; Variables: LockVariables };
 
@@ -43,11 +47,15 @@ function client(env: Bindings) {
     // Nodes are named by position ("node-1", …), not by URL: that name is what reports, errors
     // and every answer of this API show, so the nodes' addresses never leave the worker.
     const nodes = nodesFromEnv(env).map((node, i) => ({ ...node, id: `node-${i + 1}` }));
+    // Metrics and spans of every lock (see telemetry.ts); a resource counts by its kind ("counter").
+    const { meter, tracer } = telemetry(env);
+    const observed = (redlock: Redlock) =>
+      instrument(redlock, { meter, tracer, resourceAttribute: ([resource]) => resource?.split(":")[0] });
     entry = {
-      redlock: new Redlock({ nodes }),
+      redlock: observed(new Redlock({ nodes })),
       // The fenced counter's locks carry fencing tokens; they live under their own key prefix
       // (fencing is for every lock of a prefix or for none).
-      fenced: new Redlock({ nodes, fencing, keyPrefix: "fenced:" }),
+      fenced: observed(new Redlock({ nodes, fencing, keyPrefix: "fenced:" })),
       // The counter lives on the first node: any Redis would do, the lock is what is shown.
       store: restNode(nodes[0] as { url: string; token: string; id: string }),
     };
@@ -75,6 +83,7 @@ app.use("*", async (c, next) => {
   if (!(await constantTimeEqual(given, secret)))
     throw new HttpError(401, "UNAUTHORIZED", "missing or wrong Bearer token");
   await next();
+  telemetry(c.env).flushIfDue((work) => waitUntil(c, work));
 });
 
 // After authentication, so an anonymous body is never read at all.
@@ -237,6 +246,9 @@ app.delete("/counter/:name", async (c) => {
   return c.json({ name, value: 0 });
 });
 
+// The metrics as the console exporter writes them, flushed now (`npm run demo` prints them).
+app.get("/telemetry", async (c) => c.text(`${(await telemetry(c.env).flush()).join("\n")}\n`));
+
 app.notFound((c) => c.json({ error: "NOT_FOUND", message: `no route for ${c.req.method} ${c.req.path}` }, 404));
 
 app.onError((error, c) => {
@@ -251,6 +263,8 @@ app.onError((error, c) => {
   }
   if (
     error instanceof QuorumUnavailableError ||
+    error instanceof RequestBudgetError ||
+    error instanceof RateLimitedError ||
     error instanceof AcquireTimeoutError ||
     error instanceof ValidityExhaustedError
   ) {

@@ -109,14 +109,16 @@ export class AcquireTimeoutError extends RedlockError {
  * Going on would send more requests than `requestBudget` allows one `acquire()` (its lock's
  * release included): the call gave up, with the lock still held elsewhere or the nodes failing,
  * rather than leave the request without subrequests for its own release (Workers count them).
+ * Its `cause` is what the attempts ended in (`LockHeldError`, `QuorumUnavailableError`, …), when
+ * one was made.
  */
 export class RequestBudgetError extends RedlockError {
   /** The budget: `requestBudget`. */
   readonly budget: number;
   /** Requests the call sent. */
   readonly sent: number;
-  constructor(message: string, attempts: readonly AttemptReport[], budget: number, sent: number) {
-    super("REQUEST_BUDGET", message, { attempts });
+  constructor(message: string, attempts: readonly AttemptReport[], budget: number, sent: number, cause?: unknown) {
+    super("REQUEST_BUDGET", message, { attempts, cause });
     this.budget = budget;
     this.sent = sent;
   }

@@ -96,11 +96,13 @@ export function checkBudget(
 ): void {
   const budget = request.options.requestBudget;
   if (sent + next + nodeCount <= budget) return;
+  const ended = reports.length > 0 ? failureError(request.resources, reports, request.options.quorum) : undefined;
   throw new RequestBudgetError(
-    `acquiring ${request.resources.join(", ")} gave up after ${sent} requests: going on would pass the requestBudget of ${budget} (${nodeCount} kept for the release)`,
+    `acquiring ${request.resources.join(", ")} gave up after ${sent} requests${ended ? ` (${ended.code})` : ""}: going on would pass the requestBudget of ${budget} (${nodeCount} kept for the release)`,
     reports,
     budget,
     sent,
+    ended,
   );
 }
 

@@ -9,8 +9,9 @@ import type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "../
 import type { RedisNode } from "../transport/rest.js";
 import { BackgroundWork } from "./background.js";
 import { type FanOut, fanOut, type RequestMeter, type TaskContext } from "./fanout.js";
-import { type RedlockOptions, type ResolvedOptions, resolveOptions, validateTtl } from "./options.js";
+import { type RedlockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
 import { validityMs } from "./quorum.js";
+import { validateTtl } from "./validate.js";
 
 /** One operation to run on every node. */
 export interface VoteSpec {

@@ -23,9 +23,11 @@ export interface TaskContext {
 }
 
 /**
- * The requests one `acquire()` call has sent and waited for, through every fan-out it made (its
- * attempts, its polls, the cluster check): what its request budget counts. The cleanup of its
- * failed attempts runs in the background, not waited for, and is not counted (`settled()` covers it).
+ * The requests one `acquire()` call has sent, through every fan-out it started (its attempts, its
+ * polls, the cluster check, and the background cleanup of its failed attempts and leaving the
+ * gate's line: on Workers they are subrequests of the same invocation): what its request budget
+ * counts while the call runs. What its background work sends after the call returned is not the
+ * call's to bound (`settled()` covers it).
  */
 export interface RequestMeter {
   sent: number;

@@ -19,12 +19,27 @@ export function checkOptionNames(
   const valid = [...OPTION_NAMES, ...allowed];
   for (const name of Object.keys(options)) {
     if (valid.includes(name)) continue;
+    const instead = FROM_OTHER_LIBRARIES[name];
+    if (instead !== undefined) throw makeError(`unknown option ${JSON.stringify(name)} in ${where}: ${instead}`);
     const closest = closestName(name, valid);
     throw makeError(
       `unknown option ${JSON.stringify(name)} in ${where}${closest ? `; did you mean ${JSON.stringify(closest)}?` : ""}`,
     );
   }
 }
+
+/**
+ * Options of node-redlock (v5, @sesamecare-oss/redlock) and @upstash/lock that users bring along,
+ * and what to write instead (docs/migrating-from-node-redlock.md, docs/migrating-from-upstash-lock.md).
+ */
+const FROM_OTHER_LIBRARIES: Readonly<Record<string, string>> = {
+  retryCount: "write maxAttempts (attempts in all: retryCount + 1)",
+  retryJitter: "write retryDelay: () => ms, a function",
+  automaticExtensionThreshold: "write autoExtendThreshold, a fraction of the TTL",
+  lease: "the lease is the ttlMs argument",
+  retry: "write maxAttempts, and retryDelay: () => ms for a fixed delay",
+  redis: "write nodes: [{ url, token }, …]",
+};
 
 /** The valid name nearest to `name` by edit distance, when it is plausibly a typo of it. */
 function closestName(name: string, valid: readonly string[]): string | undefined {

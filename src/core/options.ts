@@ -28,6 +28,8 @@ export interface RedlockHooks {
   onLockLost?: (event: { resources: readonly string[]; error: RedlockError }) => void;
   /** When `using()` could not release on a quorum after the routine finished (the lock then expires by its TTL). */
   onReleaseError?: (event: { resources: readonly string[]; error: RedlockError }) => void;
+  /** After every poll of the gate while waiting in line: `acquired` (took it), `held` (in line at `rank`, 0 first) or the failure. */
+  onPoll?: (event: { resources: readonly string[]; outcome: NodeOutcome; rank?: number | undefined }) => void;
 }
 
 /** Options of a {@link Redlock} client. Every one can be overridden per call. */
@@ -96,8 +98,8 @@ export interface RedlockOptions extends RedlockHooks {
   maxHoldMs?: number | undefined;
   /**
    * Requests one `acquire()`, `tryAcquire()` or `using()` call may send until it has the lock
-   * (fan-outs, polls of the gate, script fallbacks), with the release of its lock (one request per
-   * node) kept in reserve: a call that would need more gives up with a `RequestBudgetError` rather
+   * (fan-outs, polls of the gate, script fallbacks, the cluster check, and the cleanup it starts
+   * while it runs), with the release of its lock (one request per node) kept in reserve: a call that would need more gives up with a `RequestBudgetError` rather
    * than send them, and waiting in line spaces its polls to last within it. The default keeps an
    * acquisition and its release within the 50 subrequests a Cloudflare Workers Free invocation
    * may make, with 10 left for the request's own work. Work left in the background once the call
@@ -219,6 +221,7 @@ export const OPTION_NAMES: readonly string[] = Object.freeze([
   "onNodeError",
   "onLockLost",
   "onReleaseError",
+  "onPoll",
 ]);
 
 /** Options with every value resolved for one call with a given TTL. */
@@ -332,7 +335,12 @@ export function resolveOptions(
     isMillis(o.retryMaxDelayMs, o.retryBaseDelayMs),
     `retryMaxDelayMs must be an integer from retryBaseDelayMs to ${MAX_DELAY_MS}, got ${o.retryMaxDelayMs}`,
   );
-  check(o.retryDelay === undefined || typeof o.retryDelay === "function", "retryDelay must be a function");
+  check(
+    o.retryDelay === undefined || typeof o.retryDelay === "function",
+    typeof o.retryDelay === "number"
+      ? `retryDelay must be a function ({ attempt, report }) => ms | null, not a number: for a fixed delay write retryDelay: () => ${o.retryDelay}`
+      : "retryDelay must be a function ({ attempt, report }) => ms | null",
+  );
   check(
     Number.isInteger(o.maxExtensions) && o.maxExtensions >= 0,
     `maxExtensions must be a non-negative integer, got ${o.maxExtensions}`,
@@ -354,67 +362,6 @@ export function resolveOptions(
   return o;
 }
 
-/**
- * Validate a TTL against the resolved options: a positive integer, at most {@link MAX_TTL_MS},
- * and long enough to leave `minValidityMs` after the drift allowance.
- */
-export function validateTtl(ttlMs: unknown, options?: Pick<ResolvedOptions, "driftFactor" | "minValidityMs">): number {
-  if (typeof ttlMs !== "number" || !Number.isInteger(ttlMs) || ttlMs <= 0) {
-    throw new InvalidArgumentError(`ttlMs must be a positive integer number of milliseconds, got ${describe(ttlMs)}`);
-  }
-  if (ttlMs > MAX_TTL_MS) {
-    throw new InvalidArgumentError(
-      `ttlMs must be at most ${MAX_TTL_MS} (24 h), got ${ttlMs}; extend the lock to hold it longer`,
-    );
-  }
-  if (options) {
-    const usable = ttlMs - (Math.floor(ttlMs * options.driftFactor) + 2);
-    if (usable <= options.minValidityMs) {
-      throw new InvalidArgumentError(
-        `ttlMs ${ttlMs} leaves no validity after the drift allowance and minValidityMs ${options.minValidityMs}`,
-      );
-    }
-  }
-  return ttlMs;
-}
-
-/**
- * Normalise one resource or a list of them: non-empty strings, at most {@link MAX_RESOURCE_LENGTH}
- * long, no duplicates, at most {@link MAX_RESOURCES}. Returns them sorted, so that two
- * multi-resource locks always take their keys in the same order.
- */
-export function validateResources(resources: unknown): string[] {
-  const list = typeof resources === "string" ? [resources] : resources;
-  if (!Array.isArray(list) || list.length === 0) {
-    throw new InvalidArgumentError(
-      `resources must be a non-empty string or a non-empty array of strings, got ${describe(resources)}`,
-    );
-  }
-  if (list.length > MAX_RESOURCES) {
-    throw new InvalidArgumentError(`a lock covers at most ${MAX_RESOURCES} resources, got ${list.length}`);
-  }
-  for (const resource of list) {
-    if (typeof resource !== "string" || resource.length === 0) {
-      throw new InvalidArgumentError(`every resource must be a non-empty string, got ${describe(resource)}`);
-    }
-    if (resource.length > MAX_RESOURCE_LENGTH) {
-      throw new InvalidArgumentError(
-        `resource names are at most ${MAX_RESOURCE_LENGTH} characters, got ${resource.length}`,
-      );
-    }
-  }
-  const reserved = (list as string[]).find((r) => r.startsWith(RESERVED_KEY_PART));
-  if (reserved !== undefined) {
-    throw new InvalidArgumentError(
-      `resource names starting with ${JSON.stringify(RESERVED_KEY_PART)} are reserved for the library's own keys`,
-    );
-  }
-  const sorted = [...(list as string[])].sort();
-  const duplicate = sorted.find((r, i) => i > 0 && r === sorted[i - 1]);
-  if (duplicate !== undefined) throw new InvalidArgumentError(`resource listed twice: ${JSON.stringify(duplicate)}`);
-  return sorted;
-}
-
 function stripUndefined<T extends object>(object: T): Partial<T> {
   return Object.fromEntries(Object.entries(object).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
@@ -430,12 +377,6 @@ function isMillis(value: unknown, min: number): value is number {
 
 function isFiniteIn(value: unknown, min: number, maxExclusive: number): boolean {
   return typeof value === "number" && Number.isFinite(value) && value >= min && value < maxExclusive;
-}
-
-function describe(value: unknown): string {
-  if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
-  if (Array.isArray(value)) return `an array of ${value.length}`;
-  return String(value);
 }
 
 /**

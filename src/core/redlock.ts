@@ -15,14 +15,16 @@ import type { ClusterResetResult } from "./fingerprint.js";
 import { nodeIdentity } from "./identity.js";
 import { lockKeys } from "./keys.js";
 import type { Lock, LockOperations, ReleaseResult } from "./lock.js";
+import { heldByCaller, runHolding } from "./nesting.js";
 import { extendKeys, extendLock } from "./operations/extend.js";
 import { type InspectResult, inspectResource } from "./operations/inspect.js";
 import { releaseKeys, releaseLock } from "./operations/release.js";
 import { verifyLock } from "./operations/verify.js";
 import { checkOptionNames } from "./option-names.js";
 import type { AcquireRequest } from "./options.js";
-import { type RedlockOptions, type ResolvedOptions, resolveOptions, validateResources } from "./options.js";
+import { type RedlockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
 import { runUnderLock } from "./using.js";
+import { validateResources } from "./validate.js";
 import type { ClientWaiting, WaitingStrategy } from "./waiting.js";
 
 export type { InspectedNode, InspectResult } from "./operations/inspect.js";
@@ -99,6 +101,8 @@ export class Redlock {
    * acquisitions must pass it too (a semaphore's permits, a read-write lock).
    */
   readonly cluster: Cluster;
+  /** What this client's nodes reach (see `identity.ts`): an in-memory key, never shown. */
+  readonly #scope: string;
 
   /**
    * @throws {ConfigurationError} for an empty node list, duplicate nodes, a bad URL or token, an
@@ -127,6 +131,7 @@ export class Redlock {
     // Validate the options once now with a nominal TTL, so mistakes fail at construction.
     resolveOptions(options, undefined, 10_000, this.nodes.length, (m) => new ConfigurationError(m));
     const identities = this.nodes.map((node, i) => nodeIdentity(node, nodes[i]));
+    this.#scope = JSON.stringify(identities);
     this.cluster = new Cluster(this.nodes, nodes, identities, clusterName);
     const engine = new Engine(this.nodes, Object.freeze({ ...options }));
     this.#engine = engine;
@@ -154,6 +159,7 @@ export class Redlock {
    */
   async acquire(resources: string | readonly string[], ttlMs: number, options?: AcquireOptions): Promise<Lock> {
     const { request, signal } = this.#request(resources, ttlMs, options, "acquire()");
+    this.#refuseNested(request, "acquire()");
     const attempts = request.options.maxAttempts;
     return this.cluster.acquire(request.options, signal, request.meter, () =>
       this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
@@ -194,6 +200,7 @@ export class Redlock {
     options?: UsingOptions,
   ): Promise<T> {
     const { request, signal, waitUntil } = this.#request(resources, ttlMs, options, "using()", ["waitUntil"]);
+    this.#refuseNested(request, "using()");
     const attempts = request.options.maxAttempts;
     const lock = await this.cluster.acquire(request.options, signal, request.meter, () =>
       this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
@@ -202,7 +209,7 @@ export class Redlock {
     // slower than the quorum): on Workers the request's I/O is cancelled once its waitUntil work
     // is done, and a slow gate would not get the release at all.
     const keepAlive = waitUntil && ((releasing: Promise<unknown>) => waitUntil(releasing.then(() => this.settled())));
-    return runUnderLock(lock, routine, signal, keepAlive);
+    return runHolding(this.#scoped(request.keys), () => runUnderLock(lock, routine, signal, keepAlive));
   }
 
   /**
@@ -291,6 +298,24 @@ export class Redlock {
    */
   get engine(): Engine {
     return this.#engine;
+  }
+
+  /** The keys as this client's cluster names them in an async context (see `nesting.ts`). */
+  #scoped(keys: readonly string[]): string[] {
+    return keys.map((key) => `${this.#scope}\n${key}`);
+  }
+
+  /**
+   * Inside a `using()` routine that holds one of these resources, an acquisition that waits would
+   * wait for itself: refused at once where the runtime can tell (see `nesting.ts`).
+   * @throws {InvalidArgumentError}
+   */
+  #refuseNested(request: AcquireRequest, where: string): void {
+    const held = heldByCaller(this.#scoped(request.keys));
+    if (held === undefined) return;
+    throw new InvalidArgumentError(
+      `${where} of ${request.resources.join(", ")} inside a using() routine that holds it would wait for itself: use the routine's lock`,
+    );
   }
 
   /** Validate and resolve an acquisition's input; nothing is sent. */

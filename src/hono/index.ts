@@ -29,8 +29,8 @@ import {
 } from "../base/errors.js";
 import type { Lock } from "../core/lock.js";
 import { checkOptionNames } from "../core/option-names.js";
-import { validateTtl } from "../core/options.js";
 import type { Redlock, UsingOptions } from "../core/redlock.js";
+import { validateResources, validateTtl } from "../core/validate.js";
 
 /** Context variables the middleware sets. */
 export interface LockVariables {
@@ -70,10 +70,13 @@ export interface WithLockOptions<E extends Env = Env, P extends string = string,
 
 /**
  * A middleware that runs the rest of the chain under a lock. Answers 409 (JSON, `Retry-After`)
- * when the lock is held elsewhere, 503 when the nodes cannot form a quorum, 400 for an invalid
- * resource name, and 500 when the lock client is misconfigured or the `resource` callback read a
- * route parameter the route does not have (`MISSING_ROUTE_PARAM`). The lock is released after the
- * route, through `c.executionCtx.waitUntil` when there is one (Workers), directly otherwise.
+ * when the lock is held elsewhere, 503 when the nodes cannot form a quorum (or the request budget
+ * or the rate limits end the attempts), 400 for an invalid resource name, and 500 when the lock
+ * client or this route's options are misconfigured or the `resource` callback read a route
+ * parameter the route does not have (`MISSING_ROUTE_PARAM`); a TTL or option name that cannot work
+ * is refused when the app is built. The lock is released after the route, and the background work
+ * of a refused acquisition finishes, through `c.executionCtx.waitUntil` when there is one
+ * (Workers), directly otherwise.
  */
 export function withLock<E extends Env = Env, P extends string = string, I extends Input = BlankInput>(
   options: WithLockOptions<E, P, I>,
@@ -96,6 +99,14 @@ export function withLock<E extends Env = Env, P extends string = string, I exten
     if (missing.size > 0 || pieces.some((piece) => typeof piece !== "string")) {
       return c.json({ error: "MISSING_ROUTE_PARAM", message: missingMessage(missing, c.req.routePath) }, 500);
     }
+    // A bad resource name came from the request (400); any other invalid argument past this point
+    // is the route author's (an option that does not fit the client's nodes): 500.
+    try {
+      validateResources(resources);
+    } catch (error) {
+      if (!(error instanceof InvalidArgumentError)) throw error;
+      return c.json({ error: error.code, message: error.message }, 400);
+    }
     let entered = false;
     try {
       await client.using(
@@ -116,7 +127,7 @@ export function withLock<E extends Env = Env, P extends string = string, I exten
       executionWaitUntil(c)?.(client.settled());
       const answer = lockErrorAnswer(error);
       if (!answer) throw error;
-      if (answer.status !== 400 && answer.status !== 500) c.header("Retry-After", String(retryAfterSeconds));
+      if (answer.status !== 500) c.header("Retry-After", String(retryAfterSeconds));
       return c.json(answer.body, answer.status);
     }
   };
@@ -188,7 +199,7 @@ function executionWaitUntil(c: Context): ((promise: Promise<unknown>) => void) |
 /** The HTTP answer for an acquisition failure; node URLs are not disclosed to clients. */
 function lockErrorAnswer(
   error: unknown,
-): { status: 400 | 409 | 500 | 503; body: { error: string; message: string } } | undefined {
+): { status: 409 | 500 | 503; body: { error: string; message: string } } | undefined {
   if (error instanceof LockHeldError) {
     return { status: 409, body: { error: error.code, message: "the resource is locked by another request" } };
   }
@@ -201,7 +212,7 @@ function lockErrorAnswer(
     return { status: 503, body: { error: error.code, message: "the lock service is unavailable; try again" } };
   }
   if (error instanceof InvalidArgumentError) {
-    return { status: 400, body: { error: error.code, message: error.message } };
+    return { status: 500, body: { error: error.code, message: "the lock is misconfigured in this route" } };
   }
   if (error instanceof ConfigurationError) {
     return { status: 500, body: { error: error.code, message: "the lock service is misconfigured" } };

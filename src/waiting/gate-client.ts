@@ -4,8 +4,9 @@
  * @module
  */
 
-import type { AttemptReport } from "../base/report.js";
+import type { AttemptReport, NodeOutcome } from "../base/report.js";
 import { checkBudget } from "../core/backoff-waiting.js";
+import { callHook } from "../core/engine.js";
 import type { TaskContext } from "../core/fanout.js";
 import { abortedError } from "../core/operations/acquire.js";
 import { refusalReason } from "../core/quorum.js";
@@ -36,9 +37,19 @@ export async function poll(w: Waiter, mode: GateMode, token: string, leaseMs: nu
     [w.gate],
   );
   const [outcome] = await fan.outcomes;
+  if (w.o.onPoll && outcome) callHook(w.o.onPoll, pollEvent(w, outcome, answer));
   if (outcome?.outcome === "aborted") throw abortedError(w.request.resources, w.reports, w.signal?.reason);
   if (answer === undefined) throw outcome?.error ?? new Error("the gate did not answer");
   return answer;
+}
+
+/** What `onPoll` is told: the gate's answer as `acquired` (taken) or `held` (in line at `rank`). */
+function pollEvent(w: Waiter, outcome: NodeOutcome, answer: GateAnswer | undefined) {
+  const { resources } = w.request;
+  if (answer === undefined) return { resources, outcome };
+  return answer.taken
+    ? { resources, outcome: { ...outcome, outcome: "acquired" as const } }
+    : { resources, outcome: { ...outcome, outcome: "held" as const }, rank: answer.rank };
 }
 
 /**
@@ -100,6 +111,7 @@ export function leave(w: Waiter): void {
       w.request.resources,
       {
         yes: "acquired",
+        meter: w.request.meter,
         task: async (_, context) => {
           await pollGate(
             node,

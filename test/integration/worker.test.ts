@@ -223,7 +223,8 @@ describe("the demo worker with its nodes down", () => {
       expect({ route, status: response.status }).toEqual({ route, status: 503 });
       expect(response.headers.get("retry-after")).toBe("1");
       expect(await response.json()).toMatchObject({
-        error: expect.stringMatching(/QUORUM_UNAVAILABLE|ACQUIRE_TIMEOUT|EXTEND_FAILED/),
+        // With two of three nodes down, the request budget may end the retries first.
+        error: expect.stringMatching(/QUORUM_UNAVAILABLE|ACQUIRE_TIMEOUT|EXTEND_FAILED|REQUEST_BUDGET/),
       });
     }
   }, 60_000);

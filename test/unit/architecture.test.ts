@@ -81,6 +81,7 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   upstash: ["base", "transport"],
   hono: ["base", "transport", "core"],
   preflight: ["base", "transport", "core"],
+  otel: ["base", "core"],
   primitives: ["base", "transport", "core"],
   testing: ["base", "transport", "core", "isolate", "waiting", "fencing", "primitives"],
 };

@@ -144,3 +144,22 @@ describe("withLock: the developer's mistakes and the failure path", () => {
     await Promise.all(kept);
   });
 });
+
+describe("withLock: whose mistake an invalid argument is", () => {
+  it("a bad resource name from the request is a 400; an option that does not fit the nodes is the route's, a 500", async () => {
+    const { redlock } = setup();
+    const app = new Hono();
+    app.post(
+      "/by-name/:name",
+      withLock({ redlock, ttlMs: 10_000, resource: (c) => `x${c.req.param("name") ?? ""}`.slice(1) }),
+      (c) => c.text("ran"),
+    );
+    app.post("/quorum", withLock({ redlock, ttlMs: 10_000, resource: () => "q", quorum: 7 }), (c) => c.text("ran"));
+    const tooLong = "n".repeat(2000);
+    const byName = await app.request(`/by-name/${tooLong}`, { method: "POST" });
+    expect(byName.status).toBe(400);
+    const misconfigured = await app.request("/quorum", { method: "POST" });
+    expect(misconfigured.status).toBe(500);
+    expect(await misconfigured.json()).toMatchObject({ error: "INVALID_ARGUMENT" });
+  });
+});

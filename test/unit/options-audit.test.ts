@@ -160,3 +160,21 @@ describe("settled()", () => {
     expect(result.abandoned).toBeGreaterThanOrEqual(1);
   });
 });
+
+describe("options brought from other libraries say what to write instead", () => {
+  it.each([
+    [{ retryCount: 10 }, /maxAttempts \(attempts in all/],
+    [{ retryJitter: 200 }, /retryDelay: \(\) => ms, a function/],
+    [{ automaticExtensionThreshold: 500 }, /autoExtendThreshold, a fraction of the TTL/],
+    [{ lease: 5000 }, /the ttlMs argument/],
+    [{ retry: { attempts: 3, delay: 100 } }, /maxAttempts, and retryDelay/],
+  ])("%o", (given, message) => {
+    expect(() => new Redlock({ nodes: fakeNodes(3), ...(given as object) })).toThrow(message);
+  });
+
+  it("retryDelay: 200 (node-redlock's number) shows the function to write", () => {
+    const build = () => new Redlock({ nodes: fakeNodes(3), retryDelay: 200 as never });
+    expect(build).toThrow(ConfigurationError);
+    expect(build).toThrow(/retryDelay: \(\) => 200/);
+  });
+});

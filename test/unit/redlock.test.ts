@@ -661,3 +661,45 @@ describe("using() and a routine that outlives its lock", () => {
     expect(result).toBe("done");
   });
 });
+
+describe("a nested acquisition of a resource the using() routine holds", () => {
+  it("fails at once instead of waiting for itself (Node tracks the async context)", async () => {
+    const nodes = fakeNodes(3);
+    const redlock = client(nodes);
+    const started = Date.now();
+    const nested = await run(
+      redlock.using("r", 5000, async () => {
+        const inner = await redlock.acquire("r", 1000).catch((e: unknown) => e);
+        const innerUsing = await redlock.using("r", 1000, async () => "ran").catch((e: unknown) => e);
+        // Another client of the same nodes is the same cluster: the same wait for itself.
+        const sibling = await client(nodes)
+          .acquire(["q", "r"], 1000)
+          .catch((e: unknown) => e);
+        return { inner, innerUsing, sibling };
+      }),
+      1,
+    );
+    expect(nested.inner).toBeInstanceOf(InvalidArgumentError);
+    expect(nested.innerUsing).toBeInstanceOf(InvalidArgumentError);
+    expect(nested.sibling).toBeInstanceOf(InvalidArgumentError);
+    expect((nested.inner as Error).message).toMatch(/would wait for itself/);
+    expect(Date.now() - started).toBeLessThan(100);
+  });
+
+  it("negative control: other resources, and the same resource outside the routine, are acquired as usual", async () => {
+    const nodes = fakeNodes(3);
+    const redlock = client(nodes);
+    const other = await run(
+      redlock.using("r", 5000, async () => {
+        const lock = await redlock.acquire("other", 1000);
+        await lock.release();
+        return lock.resources;
+      }),
+      1,
+    );
+    expect(other).toEqual(["other"]);
+    const after = await run(redlock.acquire("r", 1000), 1);
+    expect(after.resources).toEqual(["r"]);
+    await run(after.release(), 1);
+  });
+});

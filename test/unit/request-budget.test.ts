@@ -31,12 +31,11 @@ describe("requestBudget", () => {
     expect(error).toBeInstanceOf(RequestBudgetError);
     const budget = error as RequestBudgetError;
     expect(budget.budget).toBe(20);
-    // What it waited for: its attempts and the cluster check (one request per node), with 3
-    // requests kept for the release. The cleanup of its failed attempts runs in the background.
-    const attempted = budget.attempts.reduce((sum, report) => sum + report.requests, 0);
-    expect(budget.sent).toBe(attempted + 3);
+    // Everything it started while it ran: its attempts, the cluster check and the cleanup of its
+    // failed attempts, with 3 requests kept for the release; the nodes saw no more by then.
     expect(budget.sent).toBeLessThanOrEqual(20 - 3);
-    expect(received(nodes)).toBeGreaterThanOrEqual(budget.sent);
+    const attempted = budget.attempts.reduce((sum, report) => sum + report.requests, 0);
+    expect(budget.sent).toBeGreaterThanOrEqual(attempted + 3);
     expect(budget.attempts.length, "it retried before the budget ran out").toBeGreaterThanOrEqual(2);
   });
 

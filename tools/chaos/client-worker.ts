@@ -91,6 +91,11 @@ export class Worker {
       clusterName: `chaos${cluster.tag}`,
       quorum: config.quorum,
       maxAttempts: config.maxAttempts,
+      // The harness checks safety and liveness under faults: a node restarted empty costs script
+      // fallbacks, a hung one timeouts, and the default budget (40 requests, for the Workers Free
+      // plan) would end most waits of the hot key early. What a call costs is checked elsewhere
+      // (test/integration/request-budget.test.ts, the bench).
+      requestBudget: Infinity,
       retryBaseDelayMs: 50,
       retryMaxDelayMs: 200,
       ...(config.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: config.requestTimeoutMs }),

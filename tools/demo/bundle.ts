@@ -7,10 +7,11 @@ export async function bundleWorker(entry: string): Promise<string> {
     entryPoints: [entry],
     bundle: true,
     format: "esm",
-    platform: "neutral",
+    // wrangler's own: esbuild's browser platform, so a package's "browser" field (the
+    // OpenTelemetry SDK's platform code) is followed, with the workerd conditions first.
+    platform: "browser",
     target: "es2022",
     conditions: ["workerd", "worker", "browser"],
-    mainFields: ["module", "main"],
     write: false,
     logLevel: "silent",
   });

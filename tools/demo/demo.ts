@@ -89,6 +89,11 @@ async function main(): Promise<number> {
       `\nLock handoffs: ${ok} (the counter's lock passed from request to request ${ok} times, ` +
         `${meanAttempts.toFixed(1)} acquire attempts per request on average).`,
     );
+    // What an operator's dashboard would get: the worker's edge-redlock/otel metrics, as its
+    // console exporter writes them (worker-example/telemetry.ts).
+    const exported = await (await fetch(`${stack.url}/telemetry`, { headers })).text();
+    console.log("\nedge-redlock/otel metrics of the worker (cumulative; its console exporter's lines):");
+    for (const line of exported.trim().split("\n")) console.log(`  ${line.replace(/^otel metric /, "")}`);
     if (failures.length > 0) console.log(`\n${failures.length} request(s) failed; the first ones:`);
     for (const failure of failures.slice(0, 5)) console.log(`  ${failure}`);
     const allLockedOk = ok === REQUESTS;

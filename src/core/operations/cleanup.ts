@@ -124,6 +124,7 @@ async function extendOne(
     yes: "extended",
     timeoutMs,
     clock: request.options.clock,
+    meter: request.meter,
     task: (_, context) => extendOnNode(node, request.keys, token, holdMs, context),
   });
   const [outcome] = await fan.outcomes;
@@ -147,6 +148,7 @@ async function releaseOne(
     yes: "released",
     timeoutMs,
     clock: options.clock,
+    meter: request.meter,
     task: (_, context) => release(node, keys, token, context),
     onNodeSettled: onNodeError
       ? (outcome) => {

@@ -2,7 +2,7 @@
  * The package as a user installs it: `npm pack` of the freshly built package (globalSetup
  * test/runtimes/setup/build.ts) into a temp folder, installed with `npm install <tarball>
  * --offline` into a fresh consumer project there (the package has no dependencies; its optional
- * peers `hono` and `@upstash/redis` are linked from this checkout), then:
+ * peers `hono`, `@upstash/redis` and `@opentelemetry/api` are linked from this checkout), then:
  * - a sample that uses every entry type-checks, strict (and `exactOptionalPropertyTypes`,
  *   `noUncheckedIndexedAccess`, the shipped `.d.ts` files checked too), under `moduleResolution`
  *   bundler and nodenext; a wrong option and a deep import into dist/ fail (negative controls);
@@ -45,6 +45,8 @@ beforeAll(async () => {
   mkdirSync(join(consumer, "node_modules/@upstash"), { recursive: true });
   symlinkSync(join(ROOT, "node_modules/hono"), join(consumer, "node_modules/hono"), "dir");
   symlinkSync(join(ROOT, "node_modules/@upstash/redis"), join(consumer, "node_modules/@upstash/redis"), "dir");
+  mkdirSync(join(consumer, "node_modules/@opentelemetry"), { recursive: true });
+  symlinkSync(join(ROOT, "node_modules/@opentelemetry/api"), join(consumer, "node_modules/@opentelemetry/api"), "dir");
 }, 120_000);
 
 afterAll(() => {
@@ -82,12 +84,14 @@ async function typeCheck(code: string, resolution: keyof typeof RESOLUTIONS): Pr
 }
 
 const SAMPLE = `
+import { metrics, trace } from "@opentelemetry/api";
 import { Redis } from "@upstash/redis";
 import { Hono } from "hono";
 import { checkNodes, isRedlockError, type Lock, type PreflightReport, Redlock } from "edge-redlock";
 import { Redlock as PlainRedlock } from "edge-redlock/core";
 import { compareFences, fencing, initializeFencing } from "edge-redlock/fencing";
 import { type LockVariables, withLock } from "edge-redlock/hono";
+import { instrument } from "edge-redlock/otel";
 import { memoryNode, memoryNodes } from "edge-redlock/testing";
 import { upstashNodes } from "edge-redlock/upstash";
 
@@ -104,7 +108,11 @@ export async function fenced(): Promise<string> {
   }
 }
 
-const plain = new PlainRedlock({ nodes: [memoryNode(), memoryNode(), memoryNode()] });
+const plain = instrument(new PlainRedlock({ nodes: [memoryNode(), memoryNode(), memoryNode()] }), {
+  meter: metrics.getMeter("consumer"),
+  tracer: trace.getTracer("consumer"),
+  resourceAttribute: ([resource]) => resource?.split(":")[0],
+});
 export const app = new Hono<{ Variables: LockVariables }>();
 app.post("/x", withLock({ redlock: plain, ttlMs: 1000, resource: () => "x" }), (c) => c.text(c.get("lock").resources.join()));
 export const nodes = upstashNodes([new Redis({ url: "https://db.example", token: "t" })]);
@@ -113,7 +121,15 @@ export const order: number = compareFences("2", "10");
 
 describe("the packed package in a fresh consumer project", () => {
   it("ships what a consumer needs: every entry's code and types, the README and the LICENSE", () => {
-    for (const entry of ["index", "core/index", "fencing/index", "upstash/index", "hono/index", "testing/index"]) {
+    for (const entry of [
+      "index",
+      "core/index",
+      "fencing/index",
+      "upstash/index",
+      "hono/index",
+      "testing/index",
+      "otel/index",
+    ]) {
       expect(packed).toContain(`dist/${entry}.js`);
       expect(packed).toContain(`dist/${entry}.d.ts`);
     }

@@ -21,11 +21,6 @@ export interface Grant {
   /** Release invoke time, or the time the lock's signal aborted (the claim was withdrawn), if any. */
   readonly endedAt: number | undefined;
   /**
-   * How far the client's clock may be from the harness clock after the correction by its
-   * measured offset, ms (the handshake's uncertainty; 0 when none was measured).
-   */
-  readonly uncertaintyMs: number;
-  /**
    * Claimed windows: `[acquire ok, claimed deadline]`, then `[extend ok, new claimed deadline]`
    * for every extension, each cut at `endedAt`. Their union is when the lock claimed to be held.
    */
@@ -84,7 +79,6 @@ export function grantsOf(history: readonly HistoryEvent[]): Grant[] {
       lock: d.lock,
       acquiredAt: d.acquiredAt,
       endedAt: d.endedAt,
-      uncertaintyMs: clockOf(clocks, d.process).uncertaintyMs,
       windows,
     }));
   });

@@ -81,7 +81,6 @@ function primitiveGrants(history: readonly HistoryEvent[]): PrimitiveGrant[] {
         holder: `${g.process}/${g.lock}`,
         mode: acquired.mode,
         permits: acquired.permits,
-        uncertaintyMs: g.uncertaintyMs,
         windows: g.windows,
       },
     ];

@@ -52,10 +52,8 @@ export function checkOverlaps(
         const a = list[i] as Grant;
         const b = list[j] as Grant;
         const overlap = intersect(a, b);
-        // Each process's readings are corrected by its measured clock offset, within the
-        // handshake's uncertainty.
-        const tolerance = toleranceMs + a.uncertaintyMs + b.uncertaintyMs;
-        if (overlap && overlap.end - overlap.start > tolerance) {
+        // Each process's readings are corrected by its measured clock offset (see `grantsOf`).
+        if (overlap && overlap.end - overlap.start > toleranceMs) {
           anomalies.push({
             resource,
             first: { process: a.process, lock: a.lock },

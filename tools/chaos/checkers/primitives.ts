@@ -136,7 +136,6 @@ export interface PrimitiveGrant {
   readonly holder: string;
   readonly mode: "permit" | "read" | "write";
   readonly permits?: number | undefined;
-  readonly uncertaintyMs: number;
   readonly windows: readonly { readonly start: number; readonly end: number }[];
 }
 
@@ -144,7 +143,8 @@ export interface PrimitiveGrant {
  * Checkers 6 and 7 over the grants of primitives: no more claimed windows of one semaphore open at
  * once than its permits, and no write window of a read-write lock beside any other window of it.
  * Each grant's windows (its acquisition, then each extension) are merged first: one holder counts
- * once. Readings of two processes are compared within `toleranceMs` plus their clocks' uncertainty.
+ * once. Readings of two processes, each corrected by its measured clock offset (see `grantsOf`),
+ * are compared within `toleranceMs`.
  */
 export function checkPrimitiveGrants(grants: readonly PrimitiveGrant[], toleranceMs: number): PrimitiveResult {
   const byResource = new Map<string, PrimitiveGrant[]>();
@@ -152,15 +152,14 @@ export function checkPrimitiveGrants(grants: readonly PrimitiveGrant[], toleranc
   const permits: (PermitResult & { resource: string; permits: number })[] = [];
   const readWrite: (ReadWriteAnomaly & { resource: string })[] = [];
   for (const [resource, list] of byResource) {
-    const slack = toleranceMs + Math.max(0, ...list.map((g) => g.uncertaintyMs));
     const windows = list.flatMap((g) => merged(g.windows).map((w) => ({ ...w, holder: g.holder, mode: g.mode })));
     const semaphore = list.find((g) => g.mode === "permit");
     if (semaphore) {
       const limit = semaphore.permits ?? 1;
-      permits.push({ resource, permits: limit, ...checkPermits(windows, limit, slack) });
+      permits.push({ resource, permits: limit, ...checkPermits(windows, limit, toleranceMs) });
     } else {
       const sides = windows.map((w) => ({ ...w, mode: w.mode as "read" | "write" }));
-      for (const anomaly of checkReadWrite(sides, slack)) {
+      for (const anomaly of checkReadWrite(sides, toleranceMs)) {
         // Two windows of one grant (an extension) are never an anomaly.
         if (anomaly.writer !== anomaly.other) readWrite.push({ resource, ...anomaly });
       }
