@@ -82,7 +82,7 @@ export async function extendLock(
   lock: Lock,
   ttlMs: number,
   overrides: RedlockOptions | undefined,
-  extend: NodeExtend = extendOnNode,
+  extend?: NodeExtend,
 ): Promise<AttemptReport> {
   validateTtl(ttlMs);
   const o = engine.resolveFor(lock.options, overrides, lock.ttlMs);

@@ -55,7 +55,7 @@ export async function releaseLock(
   engine: Engine,
   waiting: ClientWaiting,
   lock: Lock,
-  release: NodeRelease = releaseOnNode,
+  release?: NodeRelease,
 ): Promise<ReleaseResult> {
   const fan = lock.acquireFan;
   const finishedAtRelease = lock.acquireReport.nodes.map((_, i) => fan.isFinished(i));
