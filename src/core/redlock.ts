@@ -96,7 +96,11 @@ export class Redlock {
   readonly #engine: Engine;
   readonly #waiting: ClientWaiting;
   readonly #lockOperations: LockOperations;
-  readonly #cluster: Cluster;
+  /**
+   * @internal The client's cluster check (see `cluster.ts`), for the optional modules whose
+   * acquisitions must pass it too (a semaphore's permits, a read-write lock).
+   */
+  readonly cluster: Cluster;
   /** What this client's nodes reach (see `identity.ts`): an in-memory key, never shown. */
   readonly #scope: string;
 
@@ -128,7 +132,7 @@ export class Redlock {
     resolveOptions(options, undefined, 10_000, this.nodes.length, (m) => new ConfigurationError(m));
     const identities = this.nodes.map((node, i) => nodeIdentity(node, nodes[i]));
     this.#scope = JSON.stringify(identities);
-    this.#cluster = new Cluster(this.nodes, nodes, identities, clusterName);
+    this.cluster = new Cluster(this.nodes, nodes, identities, clusterName);
     const engine = new Engine(this.nodes, Object.freeze({ ...options }));
     this.#engine = engine;
     const waiting = (new.target as typeof Redlock).waiting.forClient(engine, identities);
@@ -157,7 +161,7 @@ export class Redlock {
     const { request, signal } = this.#request(resources, ttlMs, options, "acquire()");
     this.#refuseNested(request, "acquire()");
     const attempts = request.options.maxAttempts;
-    return this.#cluster.acquire(request.options, signal, request.meter, () =>
+    return this.cluster.acquire(request.options, signal, request.meter, () =>
       this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
     );
   }
@@ -173,7 +177,7 @@ export class Redlock {
   ): Promise<Lock | null> {
     const { request, signal } = this.#request(resources, ttlMs, options, "tryAcquire()");
     try {
-      return await this.#cluster.acquire(request.options, signal, request.meter, () =>
+      return await this.cluster.acquire(request.options, signal, request.meter, () =>
         this.#waiting.acquire(request, 1, signal, this.#lockOperations),
       );
     } catch (error) {
@@ -198,7 +202,7 @@ export class Redlock {
     const { request, signal, waitUntil } = this.#request(resources, ttlMs, options, "using()", ["waitUntil"]);
     this.#refuseNested(request, "using()");
     const attempts = request.options.maxAttempts;
-    const lock = await this.#cluster.acquire(request.options, signal, request.meter, () =>
+    const lock = await this.cluster.acquire(request.options, signal, request.meter, () =>
       this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
     );
     // What waitUntil keeps alive is the release and the background work it leaves (the nodes
@@ -272,7 +276,7 @@ export class Redlock {
   async resetClusterFingerprint(
     options?: Pick<RedlockOptions, "keyPrefix" | "requestTimeoutMs">,
   ): Promise<ClusterResetResult> {
-    return this.#cluster.reset(this.#resolve(options, 10_000, "resetClusterFingerprint()"));
+    return this.cluster.reset(this.#resolve(options, 10_000, "resetClusterFingerprint()"));
   }
 
   /**

@@ -79,8 +79,8 @@ let created = 0;
  * const redlock = new Redlock({ nodes });
  * ```
  *
- * It answers `SET`, `GET`, `PTTL`, `PEXPIRE`, `DEL`, `EXISTS`, `INCR`, `HGET`, `HSET`, `PING`,
- * `TIME` (on its clock), and `EVAL`/`EVALSHA` of edge-redlock's own scripts (the fenced-write guard
+ * It answers `SET`, `GET`, `PTTL`, `PEXPIRE`, `DEL`, `EXISTS`, `INCR`, `HGET`, `HSET`, `ZADD`,
+ * `ZRANGE`, `ZSCORE`, `ZCARD`, `PING`, `TIME` (on its clock), and `EVAL`/`EVALSHA` of edge-redlock's own scripts (the fenced-write guard
  * of `edge-redlock/fencing` included), which a test keeps identical to the Lua on a real
  * redis-server. Any other script is refused with a `NodeError` naming its SHA-1, and any other
  * command (`CONFIG`, `INFO`, …) with Redis's `ERR unknown command`.
@@ -113,7 +113,7 @@ export function memoryNode(options: MemoryNodeOptions = {}): MemoryNode {
       redis.restart();
     },
     get(key) {
-      return redis.hashes.has(key) ? undefined : redis.get(key);
+      return redis.hashes.has(key) || redis.zsets.has(key) ? undefined : redis.get(key);
     },
     pttl(key) {
       return redis.pttl(key);

@@ -4,8 +4,8 @@
  * fakes both run on it, so there is one model of the scripts, which
  * test/integration/*-differential.test.ts hold to a real redis-server.
  *
- * Semantics follow Redis where the library can tell: one keyspace (a key holds a string or a
- * hash, and a command on the wrong kind answers WRONGTYPE), `SET` replaces any kind, a TTL counts
+ * Semantics follow Redis where the library can tell: one keyspace (a key holds a string, a hash
+ * or a sorted set, and a command on the wrong kind answers WRONGTYPE), `SET` replaces any kind, a TTL counts
  * on the node's own clock, `EVALSHA` answers NOSCRIPT for a script the node has not cached (a
  * restart empties the cache) and `EVAL` caches it.
  * @module
@@ -15,6 +15,7 @@ import type { Script } from "../core/scripts/script.js";
 import type { RedisArgument, RedisReply } from "../transport/rest.js";
 import { type FenceStore, runFenceScript, ScriptError } from "./fencing.js";
 import { type GateState, type GateStore, runGate, runGateRelease } from "./gate.js";
+import { runPrimitiveScript } from "./primitives.js";
 import { libraryScripts, scriptBySha, scriptBySource } from "./scripts.js";
 import { sha1Hex } from "./sha1.js";
 
@@ -33,7 +34,9 @@ export class MemoryRedis implements GateStore, FenceStore {
   readonly store = new Map<string, StringEntry>();
   /** Hash keys. */
   readonly hashes = new Map<string, Map<string, string>>();
-  /** When a hash with a TTL expires (a hash without one has no entry). */
+  /** Sorted-set keys: member → score. */
+  readonly zsets = new Map<string, Map<string, number>>();
+  /** When a hash or sorted set with a TTL expires (one without a TTL has no entry). */
   readonly hashExpiry = new Map<string, number>();
   /** SHA-1s of the scripts the node has cached: `EVALSHA` runs only these. */
   readonly scriptCache = new Set<string>(libraryScripts.map((s) => s.sha1));
@@ -58,6 +61,7 @@ export class MemoryRedis implements GateStore, FenceStore {
   restart(): void {
     this.store.clear();
     this.hashes.clear();
+    this.zsets.clear();
     this.hashExpiry.clear();
     this.scriptCache.clear();
     this.gates.clear();
@@ -79,15 +83,46 @@ export class MemoryRedis implements GateStore, FenceStore {
     return this.hashes.get(key);
   }
 
+  /** A live sorted set (an expired one is dropped; so is one left empty). */
+  private zset(key: string): Map<string, number> | undefined {
+    const expiresAt = this.hashExpiry.get(key);
+    const zset = this.zsets.get(key);
+    if ((expiresAt !== undefined && expiresAt <= this.now()) || zset?.size === 0) {
+      this.zsets.delete(key);
+      if (!this.hashes.has(key)) this.hashExpiry.delete(key);
+      return undefined;
+    }
+    return zset;
+  }
+
+  /** A live sorted set for writing: WRONGTYPE on a string or hash; created empty when missing. */
+  sortedSet(key: string): Map<string, number> {
+    if (this.live(key) || this.hash(key)) throw this.error(WRONGTYPE);
+    let zset = this.zset(key);
+    if (zset === undefined) {
+      this.store.delete(key);
+      this.hashExpiry.delete(key);
+      zset = new Map();
+      this.zsets.set(key, zset);
+    }
+    return zset;
+  }
+
+  /** A live sorted set for reading: WRONGTYPE on a string or hash. */
+  readSortedSet(key: string): ReadonlyMap<string, number> | undefined {
+    if (this.live(key) || this.hash(key)) throw this.error(WRONGTYPE);
+    return this.zset(key);
+  }
+
   /** GET: the value of a live string key; WRONGTYPE on a hash. */
   get(key: string): string | undefined {
-    if (this.hash(key)) throw this.error(WRONGTYPE);
+    if (this.hash(key) || this.zset(key)) throw this.error(WRONGTYPE);
     return this.live(key)?.value;
   }
 
   /** PTTL: -2 when the key is missing, -1 when it has no TTL. */
   pttl(key: string): number {
-    if (this.hash(key)) {
+    if (this.hash(key) || this.zset(key)) {
       const expiresAt = this.hashExpiry.get(key);
       return expiresAt === undefined ? -1 : expiresAt - this.now();
     }
@@ -98,12 +133,13 @@ export class MemoryRedis implements GateStore, FenceStore {
 
   /** EXISTS of one key. */
   exists(key: string): boolean {
-    return this.hash(key) !== undefined || this.live(key) !== undefined;
+    return this.hash(key) !== undefined || this.zset(key) !== undefined || this.live(key) !== undefined;
   }
 
   /** SET, replacing a key of any kind; with a TTL when `ttlMs` is given. */
   set(key: string, value: string, ttlMs?: number): void {
     this.hashes.delete(key);
+    this.zsets.delete(key);
     this.hashExpiry.delete(key);
     this.store.set(key, { value, expiresAt: ttlMs === undefined ? Number.POSITIVE_INFINITY : this.now() + ttlMs });
   }
@@ -113,19 +149,20 @@ export class MemoryRedis implements GateStore, FenceStore {
     const existed = this.exists(key);
     this.store.delete(key);
     this.hashes.delete(key);
+    this.zsets.delete(key);
     this.hashExpiry.delete(key);
     return existed ? 1 : 0;
   }
 
   /** HGET; WRONGTYPE on a string. */
   hget(key: string, field: string): string | undefined {
-    if (this.live(key)) throw this.error(WRONGTYPE);
+    if (this.live(key) || this.zset(key)) throw this.error(WRONGTYPE);
     return this.hash(key)?.get(field);
   }
 
   /** HSET of one field: 1 when the field is new; WRONGTYPE on a string. */
   hset(key: string, field: string, value: string): number {
-    if (this.live(key)) throw this.error(WRONGTYPE);
+    if (this.live(key) || this.zset(key)) throw this.error(WRONGTYPE);
     this.store.delete(key);
     const hash = this.hash(key) ?? new Map<string, string>();
     this.hashes.set(key, hash);
@@ -138,7 +175,7 @@ export class MemoryRedis implements GateStore, FenceStore {
   pexpire(key: string, ttlMs: number): number {
     if (!this.exists(key)) return 0;
     if (ttlMs <= 0) this.del(key);
-    else if (this.hashes.has(key)) this.hashExpiry.set(key, this.now() + ttlMs);
+    else if (this.hashes.has(key) || this.zsets.has(key)) this.hashExpiry.set(key, this.now() + ttlMs);
     else (this.store.get(key) as StringEntry).expiresAt = this.now() + ttlMs;
     return 1;
   }
@@ -147,7 +184,8 @@ export class MemoryRedis implements GateStore, FenceStore {
   keys(): string[] {
     const strings = [...this.store.keys()].filter((key) => this.live(key));
     const hashes = [...this.hashes.keys()].filter((key) => this.hash(key));
-    return [...strings, ...hashes].sort();
+    const zsets = [...this.zsets.keys()].filter((key) => this.zset(key));
+    return [...strings, ...hashes, ...zsets].sort();
   }
 
   /** A Redis error answer, shaped as a REST node reports one. */
@@ -202,6 +240,42 @@ export class MemoryRedis implements GateStore, FenceStore {
         for (let i = 1; i < rest.length; i += 2)
           added += this.hset(rest[0] as string, rest[i] as string, rest[i + 1] as string);
         return added;
+      }
+      case "ZSCORE": {
+        arity(2);
+        const score = this.readSortedSet(rest[0] as string)?.get(rest[1] as string);
+        return score === undefined ? null : String(score);
+      }
+      case "ZCARD":
+        arity(1);
+        return this.readSortedSet(rest[0] as string)?.size ?? 0;
+      case "ZADD": {
+        // `ZADD key score member [score member …]`, without flags.
+        if (rest.length < 3 || rest.length % 2 === 0) throw this.error("ERR syntax error");
+        const pairs: [number, string][] = [];
+        for (let i = 1; i < rest.length; i += 2) {
+          const score = Number(rest[i]);
+          if (Number.isNaN(score)) throw this.error("ERR value is not a valid float");
+          pairs.push([score, rest[i + 1] as string]);
+        }
+        const zset = this.sortedSet(rest[0] as string);
+        const before = zset.size;
+        for (const [score, member] of pairs) zset.set(member, score);
+        return zset.size - before;
+      }
+      case "ZRANGE": {
+        // `ZRANGE key start stop [WITHSCORES]`, by rank.
+        arity(3);
+        const sorted = [...(this.readSortedSet(rest[0] as string) ?? [])].sort(
+          ([m1, s1], [m2, s2]) => s1 - s2 || (m1 < m2 ? -1 : m1 > m2 ? 1 : 0),
+        );
+        const at = (text: string | undefined) => {
+          const i = this.integer(text);
+          return i < 0 ? sorted.length + i : i;
+        };
+        const range = sorted.slice(Math.max(0, at(rest[1])), at(rest[2]) + 1);
+        const scores = rest[3]?.toUpperCase() === "WITHSCORES";
+        return range.flatMap(([member, score]) => (scores ? [member, String(score)] : [member]));
       }
       case "PING":
         return "PONG";
@@ -334,7 +408,7 @@ export class MemoryRedis implements GateStore, FenceStore {
       case "gate-release":
         return runGateRelease(this, keys, argv);
       default: {
-        const reply = runFenceScript(this, name, keys, argv);
+        const reply = runPrimitiveScript(this, name, keys, argv) ?? runFenceScript(this, name, keys, argv);
         if (reply === undefined) throw new Error(`the memory node has no model of script ${name}`);
         return reply as RedisReply;
       }

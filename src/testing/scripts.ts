@@ -17,6 +17,12 @@ import { fenceQuarantineScript } from "../fencing/scripts/fence-quarantine.js";
 import { fenceRatchetScript } from "../fencing/scripts/fence-ratchet.js";
 import { fenceReadScript } from "../fencing/scripts/fence-read.js";
 import { fenceRepairScript } from "../fencing/scripts/fence-repair.js";
+import { rwExtendScript } from "../primitives/scripts/rw-extend.js";
+import { rwReadScript } from "../primitives/scripts/rw-read.js";
+import { rwReleaseScript } from "../primitives/scripts/rw-release.js";
+import { rwVerifyScript } from "../primitives/scripts/rw-verify.js";
+import { rwWriteScript } from "../primitives/scripts/rw-write.js";
+import { semaphoreProbeScript } from "../primitives/scripts/semaphore-probe.js";
 import { gateScript } from "../waiting/scripts/gate.js";
 import { gateReleaseScript } from "../waiting/scripts/gate-release.js";
 import { handOverScript } from "../waiting/scripts/hand-over.js";
@@ -39,6 +45,12 @@ export const libraryScripts: readonly Script[] = Object.freeze([
   fenceQuarantineScript,
   fenceInitScript,
   fencedWriteScript,
+  semaphoreProbeScript,
+  rwReadScript,
+  rwWriteScript,
+  rwReleaseScript,
+  rwExtendScript,
+  rwVerifyScript,
 ]);
 
 const bySha = new Map(libraryScripts.map((script) => [script.sha1, script]));

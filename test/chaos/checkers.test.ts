@@ -478,7 +478,66 @@ describe("all checkers together", () => {
       foreignTouch: 0,
       lostUnfenced: 0,
       lostFenced: null,
+      overPermits: 0,
+      readWrite: 0,
     });
     expect(anomalyCounts(checkHistory(faulty, options))).toMatchObject({ overlap: 1, overClaim: 1 });
+  });
+});
+
+describe("checkers 6 and 7: semaphores and read-write locks", () => {
+  /** A grant of a primitive: the `mode` (and `permits`) its acquisition recorded. */
+  function primitive(
+    process: string,
+    lock: string,
+    mode: "permit" | "read" | "write",
+    o: Parameters<typeof grant>[2],
+  ): HistoryEvent[] {
+    return grant(process, lock, o).map((e) =>
+      e.f === "acquire" ? { ...e, mode, ...(mode === "permit" ? { permits: 2 } : {}) } : e,
+    );
+  }
+
+  it("passes two permits of two at once, and leaves them out of C1 and C2", () => {
+    const history = [
+      ...primitive("c0", "a", "permit", { acquiredAt: 0, claimedUntil: 1000, releaseAt: 800 }),
+      ...primitive("c1", "b", "permit", { acquiredAt: 100, claimedUntil: 1100, releaseAt: 900 }),
+      ...primitive("c2", "c", "permit", { acquiredAt: 850, claimedUntil: 1850, releaseAt: 1200 }),
+    ];
+    const checks = checkHistory(history, { nodes: 3, quorum: 2, maxTtlMs: 4000 });
+    expect(checks.primitives.permits[0]).toMatchObject({ mostAtOnce: 2, anomaly: undefined });
+    expect(checks.overlap.grants).toBe(0);
+    expect(anomalyCounts(checks)).toMatchObject({ overlap: 0, overClaim: 0, overPermits: 0, readWrite: 0 });
+  });
+
+  it("negative control: a third permit of two at once is reported, an extension's window counting once", () => {
+    const history = [
+      ...primitive("c0", "a", "permit", {
+        acquiredAt: 0,
+        claimedUntil: 1000,
+        extensions: [{ at: 500, claimedUntil: 1500 }],
+        releaseAt: 1400,
+      }),
+      ...primitive("c1", "b", "permit", { acquiredAt: 100, claimedUntil: 1100, releaseAt: 900 }),
+      ...primitive("c2", "c", "permit", { acquiredAt: 850, claimedUntil: 1850, releaseAt: 1200 }),
+    ];
+    const checks = checkHistory(history, { nodes: 3, quorum: 2, maxTtlMs: 4000 });
+    expect(checks.primitives.permits[0]?.anomaly).toMatchObject({ at: 851 });
+    expect(anomalyCounts(checks).overPermits).toBe(1);
+  });
+
+  it("passes readers side by side and a writer after them; reports a writer beside a reader", () => {
+    const readers = [
+      ...primitive("c0", "a", "read", { acquiredAt: 0, claimedUntil: 1000, releaseAt: 500 }),
+      ...primitive("c1", "b", "read", { acquiredAt: 100, claimedUntil: 1100, releaseAt: 600 }),
+    ];
+    const writer = (at: number) =>
+      primitive("c2", "w", "write", { acquiredAt: at, claimedUntil: at + 1000, releaseAt: at + 100 });
+    const clean = checkHistory([...readers, ...writer(610)], { nodes: 3, quorum: 2, maxTtlMs: 4000 });
+    expect(anomalyCounts(clean)).toMatchObject({ overlap: 0, readWrite: 0 });
+    const broken = checkHistory([...readers, ...writer(550)], { nodes: 3, quorum: 2, maxTtlMs: 4000 });
+    expect(broken.primitives.readWrite).toEqual([
+      expect.objectContaining({ writer: "c2/w", other: "c1/b", otherMode: "read", start: 550, end: 600 }),
+    ]);
   });
 });

@@ -195,12 +195,24 @@ describe("command line and verdicts", () => {
   });
 
   it("judges safe scenarios by C1-C3 and the fenced C4, and controls by the checkers they must fire", () => {
-    const clean = { overlap: 0, overClaim: 0, foreignTouch: 0, lostUnfenced: 3, lostFenced: null };
+    const clean = {
+      overlap: 0,
+      overClaim: 0,
+      foreignTouch: 0,
+      lostUnfenced: 3,
+      lostFenced: null,
+      overPermits: 0,
+      readWrite: 0,
+    };
     expect(verdictOf(scenarioByName("client-pauses"), clean).pass).toBe(true);
     expect(verdictOf(scenarioByName("healthy"), { ...clean, overClaim: 1 }).reasons).toEqual([
       "C2 found 1 over-claims",
     ]);
     expect(verdictOf(scenarioByName("healthy"), { ...clean, lostFenced: 1 }).pass).toBe(false);
+    expect(verdictOf(scenarioByName("semaphore-faults"), { ...clean, overPermits: 1 }).reasons).toEqual([
+      "C6 found 1 semaphores over their permits",
+    ]);
+    expect(verdictOf(scenarioByName("rw-faults"), { ...clean, readWrite: 2 }).pass).toBe(false);
     expect(verdictOf(scenarioByName("s8-q3"), clean).reasons).toEqual(["overlap did not fire"]);
     expect(verdictOf(scenarioByName("s8-q3"), { ...clean, overlap: 1 }).pass).toBe(true);
   });
@@ -212,6 +224,13 @@ describe("command line and verdicts", () => {
 
   it("has a negative control for every checker of safety", () => {
     const fired = new Set(SCENARIOS.filter((s) => s.kind === "control").flatMap((s) => s.mustFire ?? []));
-    expect([...fired].sort()).toEqual(["foreignTouch", "lostUnfenced", "overClaim", "overlap"]);
+    expect([...fired].sort()).toEqual([
+      "foreignTouch",
+      "lostUnfenced",
+      "overClaim",
+      "overPermits",
+      "overlap",
+      "readWrite",
+    ]);
   });
 });

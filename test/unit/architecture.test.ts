@@ -82,7 +82,8 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   hono: ["base", "transport", "core"],
   preflight: ["base", "transport", "core"],
   otel: ["base", "core"],
-  testing: ["base", "transport", "core", "isolate", "waiting", "fencing"],
+  primitives: ["base", "transport", "core"],
+  testing: ["base", "transport", "core", "isolate", "waiting", "fencing", "primitives"],
 };
 
 /** The imports that break the layering: `from → to` for each. */

@@ -10,8 +10,9 @@
  */
 import { Redis } from "ioredis";
 import { fencing } from "../../src/fencing/index.js";
-import { type Lock, Redlock } from "../../src/index.js";
+import { type Lock, Redlock, restNode } from "../../src/index.js";
 import { type Counters, type Read, readCounters, writeCounters } from "./client-counters.js";
+import { brokenNode, type GrantMode, PrimitiveTaker } from "./client-primitives.js";
 import { attemptsOf, brokenClockFetch, codeOf, type Unstamped, withTimeout } from "./client-support.js";
 import { harnessNow } from "./clock.js";
 import { type AuditEvent, type AuditedNode, type HistoryEvent, tokenId } from "./history.js";
@@ -41,6 +42,9 @@ export interface ReleaseMisuse {
   readonly by?: (() => Promise<{ released: number } | undefined>) | undefined;
 }
 
+/** What a primitive's grant events carry (see `LockEvent.mode`). */
+type PrimitiveFields = { mode: GrantMode; permits?: number };
+
 export class Worker {
   readonly id: string;
   readonly config: ClientConfig;
@@ -59,6 +63,8 @@ export class Worker {
   #stopping = false;
   #fencingReported = false;
   #releasing: () => void = () => {};
+  /** The semaphores or read-write locks the targets name, in a scenario with a primitive. */
+  readonly #primitives: PrimitiveTaker | undefined;
 
   /** The next target of the random workload: drawn at random, or handed out in turn by the process. */
   readonly nextTarget: () => Target;
@@ -71,13 +77,16 @@ export class Worker {
     this.rng = createRng(config.seed).fork(config.id);
     this.nextTarget = inTurn ?? (() => this.rng.pick(config.resources));
     const broken = config.brokenClock ? brokenClockFetch() : undefined;
+    const nodes = cluster.nodes.map((n, i) => ({
+      url: n.url,
+      token: n.token,
+      ...(config.nodeIds?.[i] === undefined ? {} : { id: config.nodeIds[i] }),
+      ...(broken ? { fetch: broken.fetch } : {}),
+    }));
+    const primitive = config.primitive;
     this.redlock = new Redlock({
-      nodes: cluster.nodes.map((n, i) => ({
-        url: n.url,
-        token: n.token,
-        ...(config.nodeIds?.[i] === undefined ? {} : { id: config.nodeIds[i] }),
-        ...(broken ? { fetch: broken.fetch } : {}),
-      })),
+      // A negative control's primitive runs the broken design on its nodes.
+      nodes: primitive?.broken ? nodes.map((n) => brokenNode(restNode(n), primitive)) : nodes,
       // Each client reaches the nodes through a proxy path of its own: one cluster under other URLs.
       clusterName: `chaos${cluster.tag}`,
       quorum: config.quorum,
@@ -106,6 +115,7 @@ export class Worker {
     this.#store = new Redis({ ...redisOptions, port: config.resourcePort, enableOfflineQueue: true });
     this.#store.on("error", () => {});
     this.#counters = { store: this.#store, fenced: config.fenced, emit: (event) => this.emit(event) };
+    this.#primitives = primitive ? new PrimitiveTaker(this.redlock, primitive, this.rng) : undefined;
   }
 
   get stopping(): boolean {
@@ -130,7 +140,7 @@ export class Worker {
   async perform(op: DrivenOp): Promise<{ ok: boolean; detail?: string }> {
     switch (op.op) {
       case "acquire":
-        return { ok: (await this.acquire(op.resource, op.ttlMs, op.once === true)) !== undefined };
+        return { ok: (await this.acquire(op.resource, op.ttlMs, op.once === true, op.mode)) !== undefined };
       case "extend":
         if (op.inFlight) return { ok: this.extendInFlight(op.ttlMs) };
         return { ok: await this.extend(op.ttlMs) };
@@ -148,39 +158,50 @@ export class Worker {
     }
   }
 
-  /** Records an acquire invoke (`detail`: "using" for `redlock.using()`); returns its time. */
-  invokeAcquire(target: Target, ttlMs: number, detail?: string): number {
+  /**
+   * Records an acquire invoke (`detail`: "using" for `redlock.using()`; `primitive`: the mode of a
+   * semaphore's or read-write lock's grant); returns its time.
+   */
+  invokeAcquire(target: Target, ttlMs: number, detail?: string, primitive?: PrimitiveFields): number {
     const t = harnessNow();
     const names = this.#names([target].flat().sort());
-    this.emit({ t, type: "invoke", f: "acquire", ...names, ttl: ttlMs, ...(detail ? { detail } : {}) });
+    this.emit({ t, type: "invoke", f: "acquire", ...names, ttl: ttlMs, ...(detail ? { detail } : {}), ...primitive });
     return t;
   }
 
-  failAcquire(target: Target, error: unknown): void {
+  failAcquire(target: Target, error: unknown, primitive?: PrimitiveFields): void {
     const detail = attemptsOf(error);
     const code = error === "LOCK_HELD" ? error : codeOf(error);
-    const names = this.#names([target].flat().sort());
+    const names = { ...this.#names([target].flat().sort()), ...primitive };
     this.emit({ t: harnessNow(), type: "fail", f: "acquire", ...names, error: code, ...(detail ? { detail } : {}) });
   }
 
-  async acquire(target: Target, ttlMs: number, once: boolean): Promise<Lock | undefined> {
-    const invokedAt = this.invokeAcquire(target, ttlMs);
+  /** Acquires a mutex, or in a scenario with a primitive the one the target names (`mode`: a read-write lock's side). */
+  async acquire(target: Target, ttlMs: number, once: boolean, mode?: "read" | "write"): Promise<Lock | undefined> {
+    const primitives = this.#primitives;
+    const grantMode = primitives?.modeFor(mode);
+    const fields = grantMode && primitives?.fields(grantMode);
+    const invokedAt = this.invokeAcquire(target, ttlMs, undefined, fields);
     let lock: Lock | null;
     try {
-      lock = once ? await this.redlock.tryAcquire(target, ttlMs) : await this.redlock.acquire(target, ttlMs);
+      if (primitives && grantMode) lock = await primitives.take([target].flat()[0] as string, grantMode, ttlMs, once);
+      else lock = once ? await this.redlock.tryAcquire(target, ttlMs) : await this.redlock.acquire(target, ttlMs);
     } catch (error) {
-      this.failAcquire(target, error);
+      this.failAcquire(target, error, fields);
       return undefined;
     }
     if (!lock) {
-      this.failAcquire(target, "LOCK_HELD");
+      this.failAcquire(target, "LOCK_HELD", fields);
       return undefined;
     }
-    return this.granted(lock, invokedAt, ttlMs);
+    return this.granted(lock, invokedAt, ttlMs, fields);
   }
 
-  /** A grant, however it came (acquire, `using()`): recorded, watched, audited. */
-  async granted(lock: Lock, invokedAt: number, ttlMs: number): Promise<Lock> {
+  /**
+   * A grant, however it came (acquire, `using()`): recorded, watched, audited. A primitive's grant
+   * is not audited: its keys are a slot's or a read-write lock's, which checkers C1–C2 leave out.
+   */
+  async granted(lock: Lock, invokedAt: number, ttlMs: number, primitive?: PrimitiveFields): Promise<Lock> {
     const t = harnessNow();
     const claimedDeadline = t + lock.remainingMs();
     const lockId = tokenId(lock.token);
@@ -194,6 +215,7 @@ export class Worker {
       claimedDeadline,
       latencyMs: t - invokedAt,
       ttl: ttlMs,
+      ...primitive,
     });
     this.#lock = lock;
     send({ type: "holding", worker: this.id, resource: names.resource });
@@ -212,7 +234,7 @@ export class Worker {
       this.#fencingReported = true;
       this.emit({ t, type: "info", f: "fencing", data: { available: lock.fence !== undefined } });
     }
-    await this.audit(lock, "acquire", claimedDeadline);
+    if (!primitive) await this.audit(lock, "acquire", claimedDeadline);
     return lock;
   }
 
@@ -229,7 +251,7 @@ export class Worker {
       this.emit({ t: harnessNow(), type: "fail", f: "extend", ...names, lock: lockId, error: codeOf(error) });
       // A failed extension may still have re-armed some keys (answers lost, timeouts): if the lock
       // still claims validity, that claim must still be backed by a quorum.
-      if (!lock.signal.aborted && lock.remainingMs() > 0) {
+      if (!this.#primitives && !lock.signal.aborted && lock.remainingMs() > 0) {
         const t = harnessNow();
         await this.audit(lock, "extend-failed", t + lock.remainingMs());
       }
@@ -247,7 +269,7 @@ export class Worker {
       latencyMs: t - invokedAt,
       ttl: ttlMs,
     });
-    await this.audit(lock, "extend", claimedDeadline);
+    if (!this.#primitives) await this.audit(lock, "extend", claimedDeadline);
     return true;
   }
 
@@ -320,7 +342,8 @@ export class Worker {
   /** Reads the counters the holder is about to increment (only while the lock is still trusted). */
   read(): Promise<Read> {
     const lock = this.#lock;
-    if (!lock || lock.signal.aborted) return Promise.resolve({});
+    // A semaphore's holders are several at once, and readers write nothing: no counter under them.
+    if (!lock || lock.signal.aborted || this.#primitives) return Promise.resolve({});
     return readCounters(this.#counters, lock, this.#names(lock.resources).resource);
   }
 

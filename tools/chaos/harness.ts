@@ -224,6 +224,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
           }
         : {}),
       ...(scenario.misuse ? { misuse: scenario.misuse } : {}),
+      ...(scenario.primitive ? { primitive: scenario.primitive } : {}),
       ...(scenario.targets ? { targetsInTurn: true } : {}),
       redisPorts: lockNodes.map((n) => n.redisPort),
       resourcePort: store.nodes[0]?.redisPort as number,
@@ -375,6 +376,8 @@ export function verdictOf(scenario: Scenario, a: AnomalyCounts): { pass: boolean
     if (a.overlap > 0) reasons.push(`C1 found ${a.overlap} overlapping grants`);
     if (a.overClaim > 0) reasons.push(`C2 found ${a.overClaim} over-claims`);
     if (a.foreignTouch > 0) reasons.push(`C3 found ${a.foreignTouch} foreign touches`);
+    if (a.overPermits > 0) reasons.push(`C6 found ${a.overPermits} semaphores over their permits`);
+    if (a.readWrite > 0) reasons.push(`C7 found ${a.readWrite} write windows beside another`);
     if (a.lostFenced !== null && a.lostFenced > 0)
       reasons.push(`C4 found ${a.lostFenced} lost updates on the fenced counter`);
   } else {

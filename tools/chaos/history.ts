@@ -85,6 +85,10 @@ export interface LockEvent extends Base {
   readonly latencyMs?: number;
   /** Release: nodes that released. */
   readonly released?: number;
+  /** A grant of a semaphore's permit or a read-write lock's side (absent for a mutex). */
+  readonly mode?: "permit" | "read" | "write";
+  /** A semaphore's permits (with `mode` "permit"). */
+  readonly permits?: number;
 }
 
 /** The audit right after a grant, an extension, or a failed extension while the lock still claims validity (checker 2). */

@@ -54,7 +54,29 @@ export interface ClientConfig {
   readonly nodeIds?: readonly string[];
   /** A second cluster: the odd workers of the process lock on it instead (see {@link TwinCluster}). */
   readonly twin?: TwinCluster;
+  /** The workload's targets name a semaphore or a read-write lock instead of mutex resources. */
+  readonly primitive?: Primitive;
 }
+
+/**
+ * A primitive the workload (or a driver) takes instead of a mutex, each target naming one. A
+ * `broken` one is a negative control: the design of other libraries, or a bug, built on the
+ * library's own client by rewriting what it sends (see `client-primitives.ts`).
+ */
+export type Primitive =
+  | {
+      readonly kind: "semaphore";
+      readonly permits: number;
+      /** A count of holders per node, admitted where below the limit on a quorum. */
+      readonly broken?: "count-per-node";
+    }
+  | {
+      readonly kind: "rw";
+      /** Share of the workload's acquisitions that are writes. */
+      readonly writeShare: number;
+      /** A read lock that adds its reader whatever the write key says. */
+      readonly broken?: "read-ignores-writer";
+    };
 
 /** A lock target: one resource, or several locked all-or-none. */
 export type Target = string | readonly string[];
@@ -89,21 +111,29 @@ export interface Misuse {
 }
 
 /** An operation of a driven (scripted) client, by its worker 0 unless `worker` says otherwise. */
-export type DrivenOp = (
-  | { readonly op: "acquire"; readonly resource: Target; readonly ttlMs: number; readonly once?: boolean }
-  /** `inFlight`: started and not waited for (a later release leaves it in flight); never audited. */
-  | { readonly op: "extend"; readonly ttlMs: number; readonly inFlight?: boolean }
-  | { readonly op: "read" }
-  /** `pauseAfterCheck`: SIGSTOP itself right after checking the lock, before writing (S1). */
-  | { readonly op: "write"; readonly pauseAfterCheck?: boolean }
-  /**
-   * `repeat`: `release()` called that many times more on the same Lock (`together`: all at once,
-   * else one after another); `shareToken`: the token goes to the harness (see `ClientProcess.onToken`).
-   */
-  | { readonly op: "release"; readonly repeat?: number; readonly together?: boolean; readonly shareToken?: boolean }
-  /** `redlock.release(resources, token)` or `redlock.extend(resources, token, ttlMs)` with a token not ours. */
-  | { readonly op: "by-token"; readonly f: "release" | "extend"; readonly stale: StaleToken; readonly ttlMs?: number }
-) & { readonly worker?: number };
+export type DrivenOp =
+  /** `mode`: of a read-write lock (see {@link Primitive}), which side. */
+  (
+    | {
+        readonly op: "acquire";
+        readonly resource: Target;
+        readonly ttlMs: number;
+        readonly once?: boolean;
+        readonly mode?: "read" | "write";
+      }
+    /** `inFlight`: started and not waited for (a later release leaves it in flight); never audited. */
+    | { readonly op: "extend"; readonly ttlMs: number; readonly inFlight?: boolean }
+    | { readonly op: "read" }
+    /** `pauseAfterCheck`: SIGSTOP itself right after checking the lock, before writing (S1). */
+    | { readonly op: "write"; readonly pauseAfterCheck?: boolean }
+    /**
+     * `repeat`: `release()` called that many times more on the same Lock (`together`: all at once,
+     * else one after another); `shareToken`: the token goes to the harness (see `ClientProcess.onToken`).
+     */
+    | { readonly op: "release"; readonly repeat?: number; readonly together?: boolean; readonly shareToken?: boolean }
+    /** `redlock.release(resources, token)` or `redlock.extend(resources, token, ttlMs)` with a token not ours. */
+    | { readonly op: "by-token"; readonly f: "release" | "extend"; readonly stale: StaleToken; readonly ttlMs?: number }
+  ) & { readonly worker?: number };
 
 /** A token a released lock gave up, passed on by the harness (it never enters the history). */
 export interface StaleToken {

@@ -29,6 +29,10 @@ export interface ScenarioSummary {
   readonly pass: boolean;
   readonly reasons: readonly string[];
   readonly grants: number;
+  /** Grants of semaphores and read-write locks (checkers 6 and 7). */
+  readonly primitiveGrants: number;
+  /** The most permits of one semaphore claimed at once (0 without a semaphore). */
+  readonly mostPermitsAtOnce: number;
   readonly audits: number;
   /** Claimed window ends checked against the nodes' log (checker 2, second source). */
   readonly logChecks: number;
@@ -70,12 +74,17 @@ export function summarize(result: ScenarioResult): ScenarioSummary {
   if (checks.foreignTouch.anomalies[0]) examples.foreignTouch = checks.foreignTouch.anomalies[0];
   if (checks.counter.unfenced.anomalies[0]) examples.lostUnfenced = checks.counter.unfenced.anomalies[0];
   if (checks.counter.fenced?.anomalies[0]) examples.lostFenced = checks.counter.fenced.anomalies[0];
+  const overPermits = checks.primitives.permits.filter((p) => p.anomaly !== undefined);
+  if (overPermits[0]) examples.overPermits = overPermits[0];
+  if (checks.primitives.readWrite[0]) examples.readWrite = checks.primitives.readWrite[0];
   const anomalyTimes: Record<string, number[]> = {
     overlap: checks.overlap.anomalies.map((a) => a.start),
     overClaim: [...checks.claims.anomalies.map((a) => a.t), ...checks.backing.anomalies.map((a) => a.t)],
     foreignTouch: checks.foreignTouch.anomalies.map((a) => a.t),
     lostUnfenced: checks.counter.unfenced.anomalies.map((a) => a.t),
     lostFenced: checks.counter.fenced?.anomalies.map((a) => a.t) ?? [],
+    overPermits: overPermits.map((p) => p.anomaly?.at as number),
+    readWrite: checks.primitives.readWrite.map((a) => a.start),
   };
   const windows = faultWindows(result.history);
   const anomalyFaults: Record<string, string[]> = {};
@@ -103,6 +112,8 @@ export function summarize(result: ScenarioResult): ScenarioSummary {
     pass: result.verdict.pass,
     reasons: result.verdict.reasons,
     grants: checks.overlap.grants,
+    primitiveGrants: checks.primitives.grants,
+    mostPermitsAtOnce: Math.max(0, ...checks.primitives.permits.map((p) => p.mostAtOnce)),
     audits: checks.claims.audits,
     logChecks: checks.backing.checked,
     ...(checks.backing.clockSkewed ? { logChecksClockSkewed: checks.backing.clockSkewed } : {}),
@@ -156,6 +167,7 @@ export function summaryTable(summaries: readonly ScenarioSummary[]): string {
     "C2 over-claim",
     "C3 foreign",
     "C4 lost (unfenced/fenced)",
+    "C6/C7 permits/rw",
     "acquire p50/p99 ms",
     "success",
     "verdict",
@@ -177,6 +189,7 @@ export function summaryTable(summaries: readonly ScenarioSummary[]): string {
       String(a.overClaim),
       String(a.foreignTouch),
       `${a.lostUnfenced}/${fenced}`,
+      `${a.overPermits}/${a.readWrite}`,
       latency,
       rate,
       s.pass ? { safe: "clean", control: "fired", finding: "reproduced" }[s.kind] : `FAIL: ${s.reasons.join("; ")}`,

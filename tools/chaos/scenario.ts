@@ -7,7 +7,7 @@ import type { BuildVariant } from "./build.js";
 import type { AnomalyCounts } from "./checkers/index.js";
 import type { DriverContext } from "./drivers.js";
 import type { FaultKind } from "./history.js";
-import type { Misuse, Target } from "./protocol.js";
+import type { Misuse, Primitive, Target } from "./protocol.js";
 
 /** A scenario. */
 export interface Scenario {
@@ -72,4 +72,9 @@ export interface Scenario {
    * resource names (recorded with a tag for the second, so the checkers keep them apart).
    */
   readonly equalIds?: boolean;
+  /**
+   * The workload takes a semaphore or a read-write lock (its targets name one) instead of mutexes:
+   * C6 (permits) and C7 (read-write) check its grants, which C1 and C2 leave out.
+   */
+  readonly primitive?: Primitive;
 }

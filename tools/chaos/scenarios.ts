@@ -9,6 +9,7 @@
 import { drivers } from "./drivers.js";
 import type { Scenario } from "./scenario.js";
 import { MISUSE_SCENARIOS } from "./scenarios-misuse.js";
+import { PRIMITIVE_SCENARIOS } from "./scenarios-primitives.js";
 
 export type { Scenario };
 
@@ -267,6 +268,7 @@ export const SCENARIOS: readonly Scenario[] = [
     driverClients: 3,
   },
   ...MISUSE_SCENARIOS,
+  ...PRIMITIVE_SCENARIOS,
 ];
 
 /** Looks a scenario up by name. */

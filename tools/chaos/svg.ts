@@ -55,7 +55,7 @@ export function timelineSvg(result: ScenarioResult): string {
     `<rect width="100%" height="100%" fill="#fff"/>`,
     `<text x="10" y="18" font-size="14" font-weight="bold">${esc(scenario.name)} (${scenario.kind}, q=${scenario.quorum}/N=${scenario.nodes}, TTL ${scenario.ttlMs} ms, seed ${result.seed})</text>`,
     `<text x="10" y="34">${esc(scenario.description)}</text>`,
-    `<text x="10" y="50" fill="${!result.verdict.pass ? "#c00" : scenario.kind === "finding" ? "#b5651d" : "#2a7"}">C1 ${result.anomalies.overlap} · C2 ${result.anomalies.overClaim} · C3 ${result.anomalies.foreignTouch} · C4 unfenced ${result.anomalies.lostUnfenced} / fenced ${result.anomalies.lostFenced ?? "n/a"} — ${result.verdict.pass ? { safe: "clean", control: "control fired", finding: "open finding reproduced" }[scenario.kind] : esc(result.verdict.reasons.join("; "))}</text>`,
+    `<text x="10" y="50" fill="${!result.verdict.pass ? "#c00" : scenario.kind === "finding" ? "#b5651d" : "#2a7"}">C1 ${result.anomalies.overlap} · C2 ${result.anomalies.overClaim} · C3 ${result.anomalies.foreignTouch} · C4 unfenced ${result.anomalies.lostUnfenced} / fenced ${result.anomalies.lostFenced ?? "n/a"} · C6 ${result.anomalies.overPermits} · C7 ${result.anomalies.readWrite} — ${result.verdict.pass ? { safe: "clean", control: "control fired", finding: "open finding reproduced" }[scenario.kind] : esc(result.verdict.reasons.join("; "))}</text>`,
   );
   faults.forEach((f, i) => {
     const fx = x(f.start);

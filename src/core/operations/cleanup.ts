@@ -17,13 +17,25 @@
  */
 
 import { ConfigurationError } from "../../base/errors.js";
-import type { NodeOutcome } from "../../base/report.js";
+import type { NodeOutcome, NodeOutcomeKind } from "../../base/report.js";
 import { backgroundTimeout } from "../../base/signals.js";
+import type { RedisNode } from "../../transport/rest.js";
 import { callHook, type Engine } from "../engine.js";
-import { type AcquireFan, fanOut } from "../fanout.js";
+import { type AcquireFan, fanOut, type TaskContext } from "../fanout.js";
 import { extendOnNode, releaseOnNode } from "../node-operations.js";
 import type { AcquireRequest } from "../options.js";
 import { isFailure } from "../quorum.js";
+
+/**
+ * The compare-and-`DEL` of one node: the plain lock's by default; a primitive that keeps other
+ * structures per node (a read-write lock's readers) passes its own.
+ */
+export type NodeRelease = (
+  node: RedisNode,
+  keys: readonly string[],
+  token: string,
+  context: TaskContext,
+) => Promise<NodeOutcomeKind>;
 
 /** Deadline of one cleanup release: several request deadlines, at least 1 s, at most the TTL. */
 export function cleanupTimeoutMs(requestTimeoutMs: number, ttlMs: number): number {
@@ -35,6 +47,7 @@ export function cleanupTimeoutMs(requestTimeoutMs: number, ttlMs: number): numbe
  * @param releasedOn the acquisition succeeded and its lock was just released on every node:
  *   per node, whether its acquire request had finished when that release was sent. Only the nodes
  *   whose acquire request was unfinished then, or had no definite answer, still need a release.
+ * @param release the compare-and-`DEL` of one node. @default the plain lock's ({@link releaseOnNode})
  */
 export function cleanUpAcquisition(
   engine: Engine,
@@ -43,6 +56,7 @@ export function cleanUpAcquisition(
   fan: AcquireFan,
   releasedOn?: readonly boolean[],
   placeholder?: { readonly index: number; readonly holdMs: number },
+  release: NodeRelease = releaseOnNode,
 ): void {
   const { ttlMs, options } = request;
   const timeoutMs = cleanupTimeoutMs(options.requestTimeoutMs, ttlMs);
@@ -62,9 +76,9 @@ export function cleanUpAcquisition(
           const kept = await extendOne(engine, request, token, index, placeholder.holdMs, timeoutMs);
           if (kept.outcome === "extended") return;
         }
-        const first = await releaseOne(engine, request, token, index, timeoutMs);
+        const first = await releaseOne(engine, request, token, index, timeoutMs, release);
         if (!fateUnknown && !mayHaveApplied(first)) return;
-        await sweep(engine, request, token, index, timeoutMs, fan.startedAt, first);
+        await sweep(engine, request, token, index, timeoutMs, fan.startedAt, first, release);
       }),
     ),
   );
@@ -81,6 +95,7 @@ async function sweep(
   timeoutMs: number,
   sentAt: number,
   last: NodeOutcome,
+  release: NodeRelease,
 ): Promise<void> {
   const { clock, requestTimeoutMs } = request.options;
   let interval = Math.max(requestTimeoutMs, 10);
@@ -90,7 +105,7 @@ async function sweep(
     if (left <= 0) return;
     await pause(Math.min(interval, left));
     interval *= 2;
-    outcome = await releaseOne(engine, request, token, index, timeoutMs);
+    outcome = await releaseOne(engine, request, token, index, timeoutMs, release);
   }
 }
 
@@ -121,6 +136,7 @@ async function releaseOne(
   token: string,
   index: number,
   timeoutMs: number,
+  release: NodeRelease,
 ): Promise<NodeOutcome> {
   const { options, resources, keys } = request;
   const node = engine.node(index);
@@ -131,7 +147,7 @@ async function releaseOne(
     yes: "released",
     timeoutMs,
     clock: options.clock,
-    task: (_, context) => releaseOnNode(node, keys, token, context),
+    task: (_, context) => release(node, keys, token, context),
     onNodeSettled: onNodeError
       ? (outcome) => {
           if (outcome.outcome === "error" || outcome.outcome === "timeout") {

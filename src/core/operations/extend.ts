@@ -27,6 +27,9 @@ export async function extendKeys(...args: Parameters<typeof voteExtend>): Promis
   return vote;
 }
 
+/** The compare-and-`PEXPIRE` of one node: the plain lock's by default (see {@link extendLock}). */
+export type NodeExtend = typeof extendOnNode;
+
 function voteExtend(
   engine: Engine,
   o: ResolvedOptions,
@@ -35,10 +38,11 @@ function voteExtend(
   token: string,
   ttlMs: number,
   attempt: number,
+  extend: NodeExtend = extendOnNode,
 ): Promise<Vote> {
   return engine.vote(o, "extend", resources, attempt, ttlMs, {
     yes: "extended",
-    task: (i, context) => extendOnNode(engine.node(i), keys, token, ttlMs, context),
+    task: (i, context) => extend(engine.node(i), keys, token, ttlMs, context),
   });
 }
 
@@ -68,12 +72,17 @@ function extendFailure(
   return new ExtendError(`could not extend ${what}: ${summary(report)}`, [report]);
 }
 
-/** `lock.extend(ttlMs, overrides)`: the lock's own options, the call's overrides on top. */
+/**
+ * `lock.extend(ttlMs, overrides)`: the lock's own options, the call's overrides on top.
+ * @param extend the compare-and-`PEXPIRE` of one node: a primitive that keeps other structures per
+ *   node (a read-write lock's readers) passes its own. @default the plain lock's
+ */
 export async function extendLock(
   engine: Engine,
   lock: Lock,
   ttlMs: number,
   overrides: RedlockOptions | undefined,
+  extend?: NodeExtend,
 ): Promise<AttemptReport> {
   validateTtl(ttlMs);
   const o = engine.resolveFor(lock.options, overrides, lock.ttlMs);
@@ -96,7 +105,7 @@ export async function extendLock(
   const extension = lock.extensionStarted(o.clock.now(), ttlMs);
   let vote: Vote;
   try {
-    vote = await voteExtend(engine, o, lock.resources, lock.keys, lock.token, ttlMs, lock.extensions + 1);
+    vote = await voteExtend(engine, o, lock.resources, lock.keys, lock.token, ttlMs, lock.extensions + 1, extend);
   } catch (error) {
     // The caller's abort or a configuration error: nothing says which requests were applied.
     lock.extensionFinished(extension, true);

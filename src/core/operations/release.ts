@@ -9,13 +9,14 @@ import type { Lock, ReleaseResult } from "../lock.js";
 import { releaseOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
 import type { ClientWaiting } from "../waiting.js";
-import { cleanUpAcquisition, mayHaveApplied } from "./cleanup.js";
+import { cleanUpAcquisition, mayHaveApplied, type NodeRelease } from "./cleanup.js";
 
 /**
  * Release `keys` held with `token` on every node. Never throws for node failures. `lock`: the lock
  * released, when it is released through `lock.release()`. The client's waiting strategy may play
  * some nodes' part (see `waiting.ts`): the default one tells the gate node, and may hand the lock
  * over to the next waiter of this isolate in the same requests.
+ * @param release the compare-and-`DEL` of one node. @default the plain lock's
  */
 export async function releaseKeys(
   engine: Engine,
@@ -25,13 +26,14 @@ export async function releaseKeys(
   token: string,
   waiting: ClientWaiting,
   lock?: Lock,
+  release: NodeRelease = releaseOnNode,
 ): Promise<ReleaseResult> {
   const part = waiting.release?.({ options: o, resources, keys, token, lock });
   // Read before the first request is sent: a lock handed over counts its validity from here.
   const sentAt = o.clock.now();
   const voting = engine.vote(o, "release", resources, 1, undefined, {
     yes: "released",
-    task: (i, context) => part?.task(i, context) ?? releaseOnNode(engine.node(i), keys, token, context),
+    task: (i, context) => part?.task(i, context) ?? release(engine.node(i), keys, token, context),
   });
   part?.sent?.(sentAt);
   const { report, fan } = await voting;
@@ -47,8 +49,14 @@ export async function releaseKeys(
  * `lock.release()` with the lock's own options. A node whose acquire request had no definite
  * answer may still apply that `SET` after our `DEL`: it is released again once that request has
  * finished, and swept, in the background.
+ * @param release the compare-and-`DEL` of one node. @default the plain lock's
  */
-export async function releaseLock(engine: Engine, waiting: ClientWaiting, lock: Lock): Promise<ReleaseResult> {
+export async function releaseLock(
+  engine: Engine,
+  waiting: ClientWaiting,
+  lock: Lock,
+  release?: NodeRelease,
+): Promise<ReleaseResult> {
   const fan = lock.acquireFan;
   const finishedAtRelease = lock.acquireReport.nodes.map((_, i) => fan.isFinished(i));
   // Common case: every acquire request had a definite answer before the release was sent (the
@@ -57,7 +65,7 @@ export async function releaseLock(engine: Engine, waiting: ClientWaiting, lock: 
     const outcome = fan.knownOutcome(i);
     return !finished || outcome === undefined || mayHaveApplied(outcome);
   });
-  const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, waiting, lock);
-  if (mayLandLater) cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease);
+  const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, waiting, lock, release);
+  if (mayLandLater) cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease, undefined, release);
   return result;
 }

@@ -10,18 +10,23 @@ import { verifyOnNode } from "../node-operations.js";
 import type { RedlockOptions } from "../options.js";
 import { driftMs, refusalReason } from "../quorum.js";
 
-/** `lock.verify()`: the smaller of the local deadline and what the nodes' own clocks say is left. */
+/**
+ * `lock.verify()`: the smaller of the local deadline and what the nodes' own clocks say is left.
+ * @param verify one node's remaining TTL for the token (-1 when not held): a primitive that keeps
+ *   other structures per node (a read-write lock's readers) passes its own. @default the plain lock's
+ */
 export async function verifyLock(
   engine: Engine,
   lock: Lock,
   overrides: RedlockOptions | undefined,
+  verify: typeof verifyOnNode = verifyOnNode,
 ): Promise<VerifyResult> {
   const o = engine.resolveFor(lock.options, overrides, lock.ttlMs);
   const pttls: (number | undefined)[] = [];
   const { report, startedAt, decidedAt } = await engine.vote(o, "verify", lock.resources, 1, undefined, {
     yes: "verified",
     task: async (i, context) => {
-      const pttl = await verifyOnNode(engine.node(i), lock.keys, lock.token, context);
+      const pttl = await verify(engine.node(i), lock.keys, lock.token, context);
       pttls[i] = pttl;
       return pttl > 0 ? "verified" : "held";
     },

@@ -32,7 +32,9 @@ function node() {
 
 /** The names of the scripts (`: Script = Object.freeze({ name: "…"`) defined in `text`. */
 function scriptNames(text: string): string[] {
-  return [...text.matchAll(/:\s*Script\s*=\s*Object\.freeze\(\{\s*name:\s*"([^"]+)"/g)].map((m) => m[1] as string);
+  return [
+    ...text.matchAll(/:\s*Script\s*=\s*(?:\/\*\s*@__PURE__\s*\*\/\s*)?Object\.freeze\(\{\s*name:\s*"([^"]+)"/g),
+  ].map((m) => m[1] as string);
 }
 
 function sources(dir: string): string[] {
@@ -54,6 +56,8 @@ describe("the scripts a memory node runs", () => {
     expect(scriptNames('export const x: Script = Object.freeze({\n  name: "new-one",\n  source: ""')).toEqual([
       "new-one",
     ]);
+    // A script a bundler may drop when unused is marked pure: it is found all the same.
+    expect(scriptNames('const y: Script = /* @__PURE__ */ Object.freeze({ name: "pure-one"')).toEqual(["pure-one"]);
   });
 
   it("answers NOSCRIPT after a restart until EVAL has run a script again", async () => {

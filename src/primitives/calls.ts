@@ -1,0 +1,144 @@
+/**
+ * What the semaphore and the read-write lock share: their keys in the reserved namespace, the
+ * checking of a call's options (as `Redlock` checks them), and the operations of the locks they
+ * hand out.
+ * @module
+ */
+import { InvalidArgumentError } from "../base/errors.js";
+import type { Engine } from "../core/engine.js";
+import type { RequestMeter } from "../core/fanout.js";
+import { RESERVED_KEY_PART } from "../core/keys.js";
+import type { Lock, LockOperations } from "../core/lock.js";
+import type { verifyOnNode } from "../core/node-operations.js";
+import type { NodeRelease } from "../core/operations/cleanup.js";
+import { extendLock, type NodeExtend } from "../core/operations/extend.js";
+import { releaseLock } from "../core/operations/release.js";
+import { verifyLock } from "../core/operations/verify.js";
+import { checkOptionNames } from "../core/option-names.js";
+import { MAX_RESOURCE_LENGTH, type RedlockOptions, type ResolvedOptions } from "../core/options.js";
+import type { Redlock, UsingOptions } from "../core/redlock.js";
+import { runUnderLock } from "../core/using.js";
+import type { ClientWaiting } from "../core/waiting.js";
+
+/**
+ * The keys of one primitive named `name`, under `keyPrefix + RESERVED_KEY_PART + kind + ":"`: no
+ * lock key reaches them (a resource in the reserved namespace is refused), and the name's length
+ * goes first, so no other kind or name shares a key (`a:1` with slot 2 and `a` with slot `1:2`
+ * differ in their lengths).
+ */
+export function primitiveKey(keyPrefix: string, kind: "semaphore" | "rw", name: string, part: string): string {
+  return `${keyPrefix}${RESERVED_KEY_PART}${kind}:${name.length}:${name}:${part}`;
+}
+
+/** A primitive's name: a non-empty string of at most {@link MAX_RESOURCE_LENGTH} characters. */
+export function validateName(name: unknown, where: string): string {
+  if (typeof name !== "string" || name.length === 0 || name.length > MAX_RESOURCE_LENGTH) {
+    throw new InvalidArgumentError(
+      `the name of ${where} must be a non-empty string of at most ${MAX_RESOURCE_LENGTH} characters`,
+    );
+  }
+  return name;
+}
+
+/** A client to build on: a `Redlock` of `edge-redlock` or `edge-redlock/core`. */
+export function validateClient(redlock: unknown, where: string): Redlock {
+  const engine = (redlock as { engine?: unknown } | null)?.engine;
+  if (typeof redlock !== "object" || redlock === null || typeof engine !== "object" || engine === null) {
+    throw new InvalidArgumentError(`${where} needs a Redlock client as its first argument`);
+  }
+  return redlock as Redlock;
+}
+
+/** One acquire call, checked: its resolved options, signal, `waitUntil` and request meter. */
+export interface Call {
+  readonly ttlMs: number;
+  readonly o: ResolvedOptions;
+  readonly signal: AbortSignal | undefined;
+  readonly waitUntil: UsingOptions["waitUntil"];
+  readonly meter: RequestMeter;
+}
+
+/**
+ * Check an acquire call's TTL and options as `Redlock.acquire()` does (`using`: as `using()` does,
+ * `waitUntil` allowed); nothing is sent.
+ */
+export function prepareCall(
+  engine: Engine,
+  ttlMs: number,
+  options: UsingOptions | undefined,
+  where: string,
+  using = false,
+): Call {
+  let signal: AbortSignal | undefined;
+  let waitUntil: UsingOptions["waitUntil"];
+  let overrides: RedlockOptions | undefined;
+  if (options !== undefined) {
+    if (typeof options !== "object" || options === null) {
+      throw new InvalidArgumentError(`the options of ${where} must be an object`);
+    }
+    checkOptionNames(options, where, using ? ["signal", "waitUntil"] : ["signal"], (m) => new InvalidArgumentError(m));
+    ({ signal, waitUntil, ...overrides } = options);
+    // Duck-typed: a signal from another realm (a VM sandbox) fails `instanceof`.
+    if (signal !== undefined && typeof (signal as Partial<AbortSignal>)?.addEventListener !== "function") {
+      throw new InvalidArgumentError(`the signal of ${where} must be an AbortSignal`);
+    }
+    if (waitUntil !== undefined && typeof waitUntil !== "function") {
+      throw new InvalidArgumentError(`the waitUntil of ${where} must be a function`);
+    }
+  }
+  const o = engine.resolveWithTtl(isEmpty(overrides) ? undefined : overrides, ttlMs);
+  return { ttlMs, o, signal, waitUntil, meter: { sent: 0 } };
+}
+
+/** Run `routine` under `lock` as `Redlock.using()` does: auto-extension, release in `finally`. */
+export function runUsing<T>(
+  redlock: Redlock,
+  call: Call,
+  lock: Lock,
+  routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
+): Promise<T> {
+  const { waitUntil } = call;
+  const keepAlive = waitUntil && ((releasing: Promise<unknown>) => waitUntil(releasing.then(() => redlock.settled())));
+  return runUnderLock(lock, routine, call.signal, keepAlive);
+}
+
+/** Releases of a primitive's locks are plain compare-and-`DEL`s: no gate takes part. */
+const plainRelease: ClientWaiting = {
+  acquire: () => Promise.reject(new Error("not used: a primitive waits by itself")),
+};
+
+/**
+ * The operations of a primitive's locks, on its own per-node scripts (the plain lock's when none
+ * are given). `released` is told of every release.
+ */
+export function lockOperations(
+  engine: Engine,
+  released: (lock: Lock) => void,
+  scripts: { extend?: NodeExtend; release?: NodeRelease; verify?: typeof verifyOnNode } = {},
+): LockOperations {
+  return {
+    extend: (lock, ttlMs, overrides) =>
+      extendLock(engine, lock, ttlMs, callOptions(overrides, "lock.extend()"), scripts.extend),
+    release: (lock) => {
+      released(lock);
+      return releaseLock(engine, plainRelease, lock, scripts.release);
+    },
+    verify: (lock, overrides) => verifyLock(engine, lock, callOptions(overrides, "lock.verify()"), scripts.verify),
+  };
+}
+
+/** Check a call's option names; `undefined` for none, so the per-TTL cache applies. */
+function callOptions(options: RedlockOptions | undefined, where: string): RedlockOptions | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidArgumentError(`the options of ${where} must be an object`);
+  }
+  checkOptionNames(options, where, [], (m) => new InvalidArgumentError(m));
+  return isEmpty(options) ? undefined : options;
+}
+
+function isEmpty(object: object | undefined): boolean {
+  if (object === undefined) return true;
+  for (const _ in object) return false;
+  return true;
+}

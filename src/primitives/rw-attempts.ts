@@ -1,0 +1,131 @@
+/**
+ * Acquiring a read or a write lock: attempts on every node decided by the quorum and the validity
+ * left, exactly as a mutex's (`core/operations/acquire.ts`), with the read-write scripts instead of
+ * `SET NX`, and waiting by backoff in between (as `core/backoff-waiting.ts` does).
+ *
+ * Safety: a reader is added on a node only where no writer holds the lock, and a writer only where
+ * neither a writer nor a live reader does, each in one script. A read and a write lock granted at
+ * once would need two quorums, which share a node that admitted both: impossible. Two writers:
+ * likewise. Reader entries expire by the node's own clock, as the write key does, so validity and
+ * drift are those of a mutex.
+ *
+ * Writers do not starve: a write attempt refused on a node leaves the writer's waiting mark there
+ * (for `retryMaxDelayMs + 2 × requestTimeoutMs`, renewed by each attempt), and a node with a mark
+ * admits no new reader. The readers already in keep their leases; once they are gone, the writer's
+ * next attempt gets in. A grant, the write lock's release, and a writer that gives up clear its
+ * own mark.
+ * @module
+ */
+import type { AttemptReport } from "../base/report.js";
+import { sleep } from "../base/signals.js";
+import { acquireTimeout, attemptCost, checkBudget, retryDelay, stopAfter } from "../core/backoff-waiting.js";
+import type { Engine } from "../core/engine.js";
+import { Lock, type LockOperations } from "../core/lock.js";
+import { abortedError } from "../core/operations/acquire.js";
+import { cleanUpAcquisition } from "../core/operations/cleanup.js";
+import type { AcquireRequest, ResolvedOptions } from "../core/options.js";
+import { reasonPending } from "../core/quorum.js";
+import { randomToken } from "../core/token.js";
+import { readOnNode, rwReleaseOnNode, type WriterMark, writeOnNode } from "./node-operations.js";
+
+/** How long a waiting writer's mark stops new readers: until its next attempt, with room to spare. */
+export function markTtlMs(o: ResolvedOptions): number {
+  return o.retryMaxDelayMs + 2 * o.requestTimeoutMs;
+}
+
+/**
+ * Attempts until one is granted, or the attempts, the acquire deadline or the signal run out.
+ * `writer`: the waiting writer of a write lock (its mark's TTL is 0 for a single attempt), none
+ * for a read lock. `operations`: those of the lock it hands out.
+ */
+export async function acquireReadWrite(
+  engine: Engine,
+  request: AcquireRequest,
+  maxAttempts: number,
+  signal: AbortSignal | undefined,
+  operations: LockOperations,
+  writer: WriterMark | undefined,
+): Promise<Lock> {
+  const o = request.options;
+  const reports: AttemptReport[] = [];
+  const nodeCount = engine.nodes.length;
+  const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : o.clock.now() + o.acquireTimeoutMs;
+  try {
+    for (let attempt = 1; ; attempt++) {
+      if (signal?.aborted) throw abortedError(request.resources, reports, signal.reason);
+      checkBudget(request, reports, request.meter?.sent ?? 0, attemptCost(request, nodeCount), nodeCount);
+      const result = await attemptReadWrite(engine, request, attempt, signal, operations, writer);
+      reports.push(result.report);
+      if (result.lock) return result.lock;
+      stopAfter(request, result.report, reports, signal, attempt >= maxAttempts);
+      const delay = retryDelay(o, attempt, result.report, reports, request.resources);
+      if (o.clock.now() + delay >= deadline) throw acquireTimeout(request, reports);
+      try {
+        await sleep(delay, signal);
+      } catch (reason) {
+        throw abortedError(request.resources, reports, reason);
+      }
+    }
+  } catch (error) {
+    if (writer !== undefined && writer.ttlMs > 0) clearMark(engine, request, writer.id);
+    throw error;
+  }
+}
+
+/** One attempt on every node. Never throws for node failures: the report says what happened. */
+async function attemptReadWrite(
+  engine: Engine,
+  request: AcquireRequest,
+  attempt: number,
+  signal: AbortSignal | undefined,
+  operations: LockOperations,
+  writer: WriterMark | undefined,
+): Promise<{ lock?: Lock; report: AttemptReport }> {
+  const { resources, keys, ttlMs, options } = request;
+  // A fresh token per attempt: the cleanup of a failed attempt never touches a later one's entries.
+  const token = randomToken();
+  const vote = await engine.vote(options, "acquire", resources, attempt, ttlMs, {
+    yes: "acquired",
+    signal,
+    meter: request.meter,
+    task: (i, context) =>
+      writer === undefined
+        ? readOnNode(engine.node(i), keys, token, ttlMs, context)
+        : writeOnNode(engine.node(i), keys, token, ttlMs, writer, context),
+  });
+  const { fan } = vote;
+  let report = vote.report;
+  const outcomes = report.nodes.map((n) => n.outcome);
+  if (!report.ok && report.votes < options.quorum && reasonPending(outcomes, options.quorum)) {
+    // Contention or an outage: the nodes still answering tell (by the request deadline).
+    report = { ...report, nodes: await fan.outcomes };
+  }
+  if (report.ok) {
+    const lock = new Lock({
+      resources,
+      keys,
+      token,
+      ttlMs,
+      startedAt: vote.startedAt,
+      deadline: vote.deadline,
+      options,
+      report,
+      operations,
+      acquireFan: fan,
+    });
+    return { lock, report };
+  }
+  // The attempt's reader entries or write keys go; the writer's mark stays (it is still waiting).
+  cleanUpAcquisition(engine, request, token, fan, undefined, undefined, rwReleaseOnNode);
+  return { report };
+}
+
+/** A writer gave up: clear its waiting mark where it is still the node's, in the background. */
+function clearMark(engine: Engine, request: AcquireRequest, writer: string): void {
+  const o = request.options;
+  const fan = engine.fan(o, "release", request.resources, {
+    yes: "released",
+    task: (i, context) => rwReleaseOnNode(engine.node(i), request.keys, "", context, writer),
+  });
+  engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
+}

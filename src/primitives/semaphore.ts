@@ -1,0 +1,253 @@
+/**
+ * A counting semaphore across the quorum: `permits` slots, each a Redlock mutex of its own (one key
+ * per slot, `SET NX PX` on every node, granted by a quorum with validity left, counted from before
+ * the first send, exactly as a lock). A permit is one slot held.
+ *
+ * Safe by construction: two holders of one slot would need two quorums that both set its key,
+ * and any two quorums share a node, whose `SET NX` let only one of them in. So there are never
+ * more holders than slots, whatever the node failures within the mutex's failure model. A count per
+ * node (admit where fewer than k hold on a majority) is not safe: each holder needs q of the N
+ * nodes and each node admits k, so ⌊N·k/q⌋ holders can be admitted at once (k = 2, N = 3: three).
+ *
+ * Finding a free slot, and what it costs (N nodes, requests counted per acquisition):
+ * - first a fan-out on one slot picked at random among those this instance does not hold: N
+ *   requests, one round trip, as a mutex (a random start spreads callers over the slots);
+ * - when that slot is held, one node is asked which slots it holds (one request, one script that
+ *   reads every slot key), and a slot free there, picked at random, gets the next fan-out: 2N + 1
+ *   requests in all. Each probe reads the next node in turn, so no one node's stale view (a
+ *   restart, a failed attempt not yet cleaned up) traps a waiter;
+ * - while every slot is held, a waiter probes one node per round (one request) with the backoff
+ *   of `retryBaseDelayMs` / `retryMaxDelayMs` (or `retryDelay`) in between.
+ * A round is a pause: `maxAttempts` bounds the rounds (`tryAcquire()` makes one, without pausing),
+ * `acquireTimeoutMs`, the signal and `requestBudget` bound the whole call.
+ *
+ * Fairness: none beyond the backoff's. Waiters are not served first come, first served (the gate
+ * line of `waiting/` is per key set), and waiters that pick the same free slot at once may split
+ * its votes and all retry after a pause. Permits are not fenced: a fence orders the holders of one
+ * lock, and permits are held side by side by design; the `fencing` option does not apply to them.
+ * @module
+ */
+import { InvalidArgumentError, LockHeldError, type RedlockError } from "../base/errors.js";
+import type { AttemptReport } from "../base/report.js";
+import { sleep } from "../base/signals.js";
+import { fullJitterDelay } from "../core/backoff.js";
+import { acquireTimeout, checkBudget, retryDelay, stopAfter } from "../core/backoff-waiting.js";
+import type { Engine } from "../core/engine.js";
+import type { Lock, LockOperations } from "../core/lock.js";
+import { abortedError, attemptAcquire, failureError } from "../core/operations/acquire.js";
+import type { AcquireRequest, ResolvedOptions } from "../core/options.js";
+import { refusalReason } from "../core/quorum.js";
+import type { AcquireOptions, Redlock, UsingOptions } from "../core/redlock.js";
+import {
+  type Call,
+  lockOperations,
+  prepareCall,
+  primitiveKey,
+  runUsing,
+  validateClient,
+  validateName,
+} from "./calls.js";
+import { probeOnNode } from "./node-operations.js";
+
+/** The most permits a {@link Semaphore} may have: a probe reads every slot key in one request. */
+export const MAX_PERMITS = 256;
+
+/**
+ * A counting semaphore: at most `permits` holders at once across the quorum, each holding a
+ * {@link Lock} of its own (its own token, extend, release, signal, remainingMs).
+ *
+ * Clients that share a semaphore must give it the same name and `keyPrefix`; one that gives more
+ * permits uses the extra slots too, so there are at most as many holders as the largest number of
+ * permits in use (during a rollout that changes it, the larger).
+ *
+ * @example
+ * ```ts
+ * const upstream = new Semaphore(redlock, "upstream-api", 3);
+ * await upstream.using(10_000, async (signal) => callUpstream({ signal }));
+ * ```
+ */
+export class Semaphore {
+  /** The semaphore's name: its slot keys are `keyPrefix + "__edge-redlock__:semaphore:…"`. */
+  readonly name: string;
+  /** How many holders it admits at once. */
+  readonly permits: number;
+  readonly #redlock: Redlock;
+  readonly #engine: Engine;
+  readonly #operations: LockOperations;
+  /** This instance's permits by slot key, while they may be held: a first try skips their slots. */
+  readonly #own = new Map<string, Lock>();
+  /** The node the next probe reads. */
+  #probeNode: number;
+
+  /**
+   * @param redlock the client whose nodes and options the permits use (`edge-redlock` or `edge-redlock/core`).
+   * @param name a non-empty string of at most 1024 characters; any string (its keys are in the reserved namespace).
+   * @param permits how many holders at once: an integer from 1 to {@link MAX_PERMITS}.
+   * @throws {InvalidArgumentError} for a missing client, a bad name or a bad number of permits.
+   */
+  constructor(redlock: Redlock, name: string, permits: number) {
+    this.#redlock = validateClient(redlock, "new Semaphore()");
+    this.name = validateName(name, "a Semaphore");
+    if (!Number.isInteger(permits) || permits < 1 || permits > MAX_PERMITS) {
+      throw new InvalidArgumentError(`permits must be an integer from 1 to ${MAX_PERMITS}, got ${String(permits)}`);
+    }
+    this.permits = permits;
+    this.#engine = this.#redlock.engine;
+    this.#probeNode = Math.floor(Math.random() * this.#engine.nodes.length);
+    this.#operations = lockOperations(this.#engine, (lock) => {
+      for (const [key, held] of this.#own) if (held === lock) this.#own.delete(key);
+    });
+  }
+
+  /**
+   * Take a permit, waiting (see the module's documentation) while every permit is held.
+   * @param ttlMs lease in milliseconds, as for a lock.
+   * @param options as for `Redlock.acquire()`.
+   * @throws {LockHeldError} every permit stayed held through `maxAttempts` rounds.
+   * @throws {QuorumUnavailableError | ValidityExhaustedError | AcquireTimeoutError | AbortedError | RequestBudgetError | ConfigurationError | InvalidArgumentError} as `Redlock.acquire()`.
+   */
+  async acquire(ttlMs: number, options?: AcquireOptions): Promise<Lock> {
+    const call = prepareCall(this.#engine, ttlMs, options, "semaphore.acquire()");
+    return this.#redlock.cluster.acquire(call.o, call.signal, call.meter, () => this.#take(call, call.o.maxAttempts));
+  }
+
+  /**
+   * Take a permit without pausing: a try, and when its slot is held, one probe and a try of a slot
+   * found free. Resolves `null` when every permit is held; still throws for node failures.
+   */
+  async tryAcquire(ttlMs: number, options?: AcquireOptions): Promise<Lock | null> {
+    const call = prepareCall(this.#engine, ttlMs, options, "semaphore.tryAcquire()");
+    try {
+      return await this.#redlock.cluster.acquire(call.o, call.signal, call.meter, () => this.#take(call, 1));
+    } catch (error) {
+      if (error instanceof LockHeldError) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * Run `routine` under a permit, as `Redlock.using()` runs one under a lock: automatic extension,
+   * a signal that aborts before the permit can be lost, release in `finally`.
+   */
+  async using<T>(
+    ttlMs: number,
+    routine: (signal: AbortSignal, permit: Lock) => Promise<T>,
+    options?: UsingOptions,
+  ): Promise<T> {
+    const call = prepareCall(this.#engine, ttlMs, options, "semaphore.using()", true);
+    const permit = await this.#redlock.cluster.acquire(call.o, call.signal, call.meter, () =>
+      this.#take(call, call.o.maxAttempts),
+    );
+    return runUsing(this.#redlock, call, permit, routine);
+  }
+
+  /** Tries, probes and pauses until a slot is granted or `maxRounds` pauses' worth of rounds are spent. */
+  async #take(call: Call, maxRounds: number): Promise<Lock> {
+    const { o, signal, meter } = call;
+    const keys = Array.from({ length: this.permits }, (_, i) =>
+      primitiveKey(o.keyPrefix, "semaphore", this.name, `${i}`),
+    );
+    const nodeCount = this.#engine.nodes.length;
+    const base: AcquireRequest = { resources: [this.name], keys, ttlMs: call.ttlMs, options: o, meter };
+    const reports: AttemptReport[] = [];
+    const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : o.clock.now() + o.acquireTimeoutMs;
+    let slot = this.#pick(keys);
+    let probed = false;
+    for (let rounds = 0; ; ) {
+      if (signal?.aborted) throw abortedError(base.resources, reports, signal.reason);
+      if (slot !== undefined) {
+        const request = { ...base, keys: [keys[slot] as string] };
+        checkBudget(request, reports, meter.sent, nodeCount, nodeCount);
+        const result = await attemptAcquire(this.#engine, request, reports.length + 1, signal, this.#operations);
+        reports.push(result.report);
+        if (result.lock) {
+          this.#own.set(keys[slot] as string, result.lock);
+          return result.lock;
+        }
+        stopAfter(request, result.report, reports, signal, false);
+        // Held elsewhere: find another. An outage: the same slot after a pause.
+        if (refusalReason(outcomesOf(result.report), o.quorum) === "held") slot = undefined;
+      }
+      if (slot === undefined && !probed) {
+        probed = true;
+        checkBudget(base, reports, meter.sent, 1, nodeCount);
+        const held = await this.#probe(o, keys, signal, meter);
+        slot = held === undefined ? undefined : this.#pick(keys, held);
+        if (slot !== undefined) continue;
+      }
+      if (++rounds >= maxRounds) throw this.#failure(reports, o);
+      const last = reports.at(-1);
+      const delay =
+        last === undefined
+          ? fullJitterDelay(rounds, o.retryBaseDelayMs, o.retryMaxDelayMs, Math.random())
+          : retryDelay(o, rounds, last, reports, base.resources);
+      if (o.clock.now() + delay >= deadline) throw acquireTimeout(base, reports);
+      try {
+        await sleep(delay, signal);
+      } catch (reason) {
+        throw abortedError(base.resources, reports, reason);
+      }
+      probed = false;
+    }
+  }
+
+  /**
+   * A slot picked at random among those not held by this instance's live permits and, given
+   * `held` (a probe's answer), free there too; `undefined` when there is none.
+   */
+  #pick(keys: readonly string[], held?: readonly boolean[]): number | undefined {
+    const candidates: number[] = [];
+    keys.forEach((key, i) => {
+      if (held?.[i] === true) return;
+      const own = this.#own.get(key);
+      if (own !== undefined && !own.released && own.remainingMs() > 0) return;
+      if (own !== undefined) this.#own.delete(key);
+      candidates.push(i);
+    });
+    return candidates.length === 0 ? undefined : candidates[Math.floor(Math.random() * candidates.length)];
+  }
+
+  /** Which slots the next node in turn holds (one request); `undefined` when it did not answer. */
+  async #probe(
+    o: ResolvedOptions,
+    keys: readonly string[],
+    signal: AbortSignal | undefined,
+    meter: Call["meter"],
+  ): Promise<boolean[] | undefined> {
+    const index = this.#probeNode;
+    this.#probeNode = (index + 1) % this.#engine.nodes.length;
+    let held: boolean[] | undefined;
+    const fan = this.#engine.fan(
+      o,
+      "acquire",
+      [this.name],
+      {
+        yes: "verified",
+        signal,
+        meter,
+        task: async (i, context) => {
+          held = await probeOnNode(this.#engine.node(i), keys, context);
+          return "verified";
+        },
+      },
+      o.requestTimeoutMs,
+      [index],
+    );
+    await fan.decided;
+    return held;
+  }
+
+  /** Every permit held (the last try was refused as held, or none was made), or the last try's failure. */
+  #failure(reports: AttemptReport[], o: ResolvedOptions): RedlockError {
+    const last = reports.at(-1);
+    if (last !== undefined && (last.votes >= o.quorum || refusalReason(outcomesOf(last), o.quorum) !== "held")) {
+      return failureError([this.name], reports, o.quorum);
+    }
+    const tries = `${reports.length} tr${reports.length === 1 ? "y" : "ies"}`;
+    return new LockHeldError(`all ${this.permits} permits of ${this.name} are held (${tries})`, reports);
+  }
+}
+
+function outcomesOf(report: AttemptReport) {
+  return report.nodes.map((n) => n.outcome);
+}

@@ -1,0 +1,110 @@
+/**
+ * The scripts of the semaphore and the read-write lock (src/primitives/scripts) in TypeScript, for
+ * the memory node. test/integration/primitives-differential.test.ts checks that they answer like
+ * the Lua on a real redis-server. Reader entries expire by the node's own clock, as the Lua's
+ * `TIME` reads it (whole milliseconds).
+ * @module
+ */
+import type { RedisReply } from "../transport/rest.js";
+
+/** What the primitives' scripts need of a node: strings and sorted sets with expiry, and its time. */
+export interface PrimitiveStore {
+  get(key: string): string | undefined;
+  set(key: string, value: string, ttlMs?: number): void;
+  del(key: string): number;
+  exists(key: string): boolean;
+  /** Remaining TTL in ms: -2 when missing, -1 without a TTL. */
+  pttl(key: string): number;
+  pexpire(key: string, ttlMs: number): number;
+  now(): number;
+  /** A live sorted set for writing (created empty when missing). */
+  sortedSet(key: string): Map<string, number>;
+  /** A live sorted set for reading. */
+  readSortedSet(key: string): ReadonlyMap<string, number> | undefined;
+}
+
+/** The node's time as the scripts compute it from `TIME`: whole milliseconds. */
+function nodeNow(store: PrimitiveStore): number {
+  return Math.floor(store.now());
+}
+
+/** `ZREMRANGEBYSCORE key -inf now`: drop the readers whose entries expired. */
+function dropExpired(store: PrimitiveStore, key: string, now: number): void {
+  if (store.readSortedSet(key) === undefined) return;
+  const zset = store.sortedSet(key);
+  for (const [member, score] of zset) if (score <= now) zset.delete(member);
+}
+
+/** Add or move a reader entry, and keep the set alive at least as long as it. */
+function setReader(store: PrimitiveStore, key: string, token: string, now: number, ttlMs: number): void {
+  store.sortedSet(key).set(token, now + ttlMs);
+  if (store.pttl(key) < ttlMs) store.pexpire(key, ttlMs);
+}
+
+/**
+ * Run primitive script `name` on `keys` and `argv`, as its Lua does; `undefined` when `name` is
+ * not one of them.
+ */
+export function runPrimitiveScript(
+  store: PrimitiveStore,
+  name: string,
+  keys: readonly string[],
+  argv: readonly string[],
+): RedisReply | undefined {
+  const [write = "", readers = "", mark = ""] = keys;
+  const [token = "", ttl = "0", writer = "", markTtl = "0"] = argv;
+  switch (name) {
+    case "semaphore-probe":
+      return keys.map((key) => (store.exists(key) ? "h" : "f")).join("");
+    case "rw-read": {
+      if (store.exists(write) || store.exists(mark)) return 0;
+      const now = nodeNow(store);
+      dropExpired(store, readers, now);
+      setReader(store, readers, token, now, Number(ttl));
+      return 1;
+    }
+    case "rw-write": {
+      dropExpired(store, readers, nodeNow(store));
+      if (store.exists(write) || store.exists(readers)) {
+        if (markTtl !== "0") store.set(mark, writer, Number(markTtl));
+        return 0;
+      }
+      store.set(write, token, Number(ttl));
+      if (store.get(mark) === writer) store.del(mark);
+      return 1;
+    }
+    case "rw-release": {
+      // ARGV[2] is the id of a waiting writer whose mark to clear.
+      let released = 0;
+      if (store.get(write) === token) released = store.del(write);
+      dropExpired(store, readers, nodeNow(store));
+      if (store.readSortedSet(readers)?.has(token)) {
+        store.sortedSet(readers).delete(token);
+        released++;
+      }
+      const clear = argv[1] ?? "";
+      if (clear !== "" && store.get(mark) === clear) store.del(mark);
+      return released;
+    }
+    case "rw-extend": {
+      if (store.get(write) === token) {
+        store.pexpire(write, Number(ttl));
+        return 1;
+      }
+      const now = nodeNow(store);
+      dropExpired(store, readers, now);
+      if (!store.readSortedSet(readers)?.has(token)) return 0;
+      setReader(store, readers, token, now, Number(ttl));
+      return 1;
+    }
+    case "rw-verify": {
+      if (store.get(write) === token) return store.pttl(write);
+      const score = store.readSortedSet(readers)?.get(token);
+      if (score === undefined) return -1;
+      const left = score - nodeNow(store);
+      return left > 0 ? left : -1;
+    }
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,240 @@
+/**
+ * Differential test: the memory node's models of the semaphore and read-write lock scripts
+ * (src/testing/primitives.ts) and a real redis-server (through its REST bridge) give the same
+ * answers to the same random sequences: reads, writes with and without a waiting mark, releases
+ * (clearing a writer's mark or not), extensions, verifications, the semaphore's probe, reader
+ * entries already expired by the node's clock, and keys of the wrong type (WRONGTYPE). A model
+ * with a deliberate bug (a read that ignores the writer) must be told apart.
+ */
+import fc from "fast-check";
+import { describe, expect, inject, it } from "vitest";
+import { runScript, type Script } from "../../src/core/scripts/script.js";
+import { type RedisArgument, type RedisNode, type RedisReply, restNode } from "../../src/index.js";
+import { rwExtendScript } from "../../src/primitives/scripts/rw-extend.js";
+import { rwReadScript } from "../../src/primitives/scripts/rw-read.js";
+import { rwReleaseScript } from "../../src/primitives/scripts/rw-release.js";
+import { rwVerifyScript } from "../../src/primitives/scripts/rw-verify.js";
+import { rwWriteScript } from "../../src/primitives/scripts/rw-write.js";
+import { semaphoreProbeScript } from "../../src/primitives/scripts/semaphore-probe.js";
+import { memoryNode } from "../../src/testing/index.js";
+import { uniqueKey } from "./support/nodes.js";
+
+const endpoint = inject("nodes")[0]!;
+
+const token = fc.constantFrom("tokA", "tokB", "tokC");
+/** TTLs long enough that nothing expires by itself during a run: expiry comes from the expired-reader step. */
+const ttl = fc.constantFrom("60000", "30000");
+const key = fc.constantFrom("W", "R", "M", "s0", "s1");
+
+type Op =
+  | { kind: "read" | "extend"; token: string; ttl: string }
+  | { kind: "write"; token: string; ttl: string; writer: string; markTtl: string }
+  | { kind: "release"; token: string; writer: string }
+  | { kind: "verify" | "expired-reader" | "zscore"; token: string }
+  | { kind: "probe" | "zrange" | "zcard" }
+  | { kind: "hset" | "del" | "get" | "pttl"; key: string }
+  | { kind: "take-slot"; key: string; token: string };
+
+const op: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ kind: fc.constantFrom("read", "extend"), token, ttl }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant("write" as const),
+      token,
+      ttl,
+      writer: fc.constantFrom("w1", "w2"),
+      markTtl: fc.constantFrom("0", "30000"),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({ kind: fc.constant("release" as const), token, writer: fc.constantFrom("", "w1", "w2") }),
+  },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constantFrom("verify", "expired-reader", "zscore"), token }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constantFrom("probe", "zrange", "zcard") }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constantFrom("hset", "del", "get", "pttl"), key }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant("take-slot" as const), key: fc.constantFrom("s0", "s1", "s2"), token }),
+  },
+);
+
+type Answer = { reply: RedisReply } | { error: string };
+
+/** One node, real or in memory, under a key prefix of its own. */
+class Side {
+  constructor(
+    readonly node: RedisNode,
+    readonly prefix: string,
+  ) {}
+
+  private async answer(run: () => Promise<RedisReply>): Promise<Answer> {
+    try {
+      return { reply: await run() };
+    } catch (error) {
+      const text = (error as { redisError?: string }).redisError ?? `not a Redis error: ${String(error)}`;
+      return { error: text.replace(/ script: .*$/s, "") };
+    }
+  }
+
+  private send(...args: RedisArgument[]): Promise<Answer> {
+    return this.answer(() => this.node.command(args, AbortSignal.timeout(5000)));
+  }
+
+  private script(script: Script, keys: readonly string[], args: readonly RedisArgument[]): Promise<Answer> {
+    const context = { signal: AbortSignal.timeout(5000), countRequest() {} };
+    return this.answer(() =>
+      runScript(
+        this.node,
+        script,
+        keys.map((k) => this.prefix + k),
+        args,
+        context,
+      ),
+    );
+  }
+
+  apply(step: Op): Promise<Answer> {
+    const rw = ["W", "R", "M"];
+    const k = (name: string) => this.prefix + name;
+    switch (step.kind) {
+      case "read":
+        return this.script(rwReadScript, rw, [step.token, step.ttl]);
+      case "write":
+        return this.script(rwWriteScript, rw, [step.token, step.ttl, step.writer, step.markTtl]);
+      case "release":
+        return this.script(rwReleaseScript, rw, [step.token, step.writer]);
+      case "extend":
+        return this.script(rwExtendScript, rw, [step.token, step.ttl]);
+      case "verify":
+        return this.script(rwVerifyScript, rw, [step.token]);
+      case "probe":
+        return this.script(semaphoreProbeScript, ["s0", "s1", "s2"], []);
+      case "expired-reader":
+        // An entry whose expiry (epoch ms on the node's clock) passed long ago.
+        return this.send("ZADD", k("R"), 1000, step.token);
+      case "zscore":
+        return this.send("ZSCORE", k("R"), step.token);
+      case "zrange":
+        return this.send("ZRANGE", k("R"), 0, -1, "WITHSCORES");
+      case "zcard":
+        return this.send("ZCARD", k("R"));
+      case "hset":
+        return this.send("HSET", k(step.key), "field", "1");
+      case "del":
+      case "get":
+      case "pttl":
+        return this.send(step.kind.toUpperCase(), k(step.key));
+      case "take-slot":
+        return this.send("SET", k(step.key), step.token, "NX", "PX", 60_000);
+    }
+  }
+}
+
+/** The steps whose answers carry times (PTTLs, ms left, reader expiries in epoch ms). */
+const TIMED = new Set(["verify", "pttl", "zscore", "zrange"]);
+
+/** An answer with the times of a timed step taken out (an expiry long past, 1000, stays), and those times. */
+function untimed(step: Op, answer: Answer): { answer: Answer; times: number[] } {
+  if (!TIMED.has(step.kind) || !("reply" in answer)) return { answer, times: [] };
+  const times: number[] = [];
+  const strip = (reply: RedisReply): RedisReply => {
+    const n = typeof reply === "string" && /^\d{13}$/.test(reply) ? Number(reply) : reply;
+    if (Array.isArray(reply)) return reply.map(strip);
+    if (typeof n === "number" && n > 0 && n !== 1000) {
+      times.push(n);
+      return "time";
+    }
+    return reply;
+  };
+  return { answer: { reply: strip(answer.reply) }, times };
+}
+
+function agree(step: Op, real: Answer, model: Answer): boolean {
+  const a = untimed(step, real);
+  const b = untimed(step, model);
+  return (
+    JSON.stringify(a.answer) === JSON.stringify(b.answer) &&
+    a.times.length === b.times.length &&
+    a.times.every((t, i) => Math.abs(t - (b.times[i] as number)) < 2000)
+  );
+}
+
+async function compare(real: Side, model: Side, steps: readonly Op[], seen?: Set<string>): Promise<string | undefined> {
+  for (const [index, step] of steps.entries()) {
+    const expected = await real.apply(step);
+    const actual = await model.apply(step);
+    if (!agree(step, expected, actual)) {
+      return `step ${index} ${JSON.stringify(step)}: redis ${JSON.stringify(expected)}, memory node ${JSON.stringify(actual)}`;
+    }
+    seen?.add(`${step.kind} ${JSON.stringify(untimed(step, expected).answer)}`);
+  }
+  return undefined;
+}
+
+/** A memory node with one deliberate bug: its read lock ignores the writer (adds the reader whatever holds). */
+function ignoresWriter(): RedisNode {
+  const node = memoryNode({ id: "ignores-writer" });
+  return {
+    id: node.id,
+    async command(args, signal) {
+      if (args[0] === "EVALSHA" && args[1] === rwReadScript.sha1) {
+        const readers = args[4] as string;
+        await node.command(["ZADD", readers, Date.now() + Number(args[7]), args[6] as string], signal);
+        return 1;
+      }
+      return node.command(args, signal);
+    },
+  };
+}
+
+describe("semaphore and read-write scripts: real redis-server versus the memory node", () => {
+  it("answer alike on random sequences, wrong types included", async () => {
+    const seen = new Set<string>();
+    let steps = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 30 }), async (sequence) => {
+        const prefix = `${uniqueKey("primitives-diff")}:`;
+        const real = new Side(restNode(endpoint), prefix);
+        const model = new Side(memoryNode({ id: "model" }), prefix);
+        expect(await compare(real, model, sequence, seen)).toBeUndefined();
+        steps += sequence.length;
+      }),
+      { numRuns: 300, seed: 31 },
+    );
+    expect(steps).toBeGreaterThan(1500);
+    // The sequences reached the answers the library tells apart, and the wrong-type errors.
+    for (const answer of [
+      'read {"reply":1}',
+      'read {"reply":0}',
+      'write {"reply":1}',
+      'write {"reply":0}',
+      'release {"reply":1}',
+      'release {"reply":0}',
+      'extend {"reply":1}',
+      'extend {"reply":0}',
+      'verify {"reply":"time"}',
+      'verify {"reply":-1}',
+      'probe {"reply":"fff"}',
+      'expired-reader {"reply":1}',
+      'zscore {"reply":"time"}',
+      'zrange {"reply":[]}',
+      'zrange {"reply":["tokA","1000"]}',
+    ]) {
+      expect(seen).toContain(answer);
+    }
+    expect([...seen].some((s) => s.startsWith("probe") && s.includes("h"))).toBe(true);
+    expect([...seen].some((s) => s.includes("WRONGTYPE"))).toBe(true);
+  });
+
+  it("negative control: a read lock that ignores the writer answers otherwise, and the comparison says so", async () => {
+    const steps: Op[] = [
+      { kind: "write", token: "tokA", ttl: "60000", writer: "w1", markTtl: "0" },
+      { kind: "read", token: "tokB", ttl: "60000" },
+    ];
+    const prefix = `${uniqueKey("primitives-diff-control")}:`;
+    const found = await compare(new Side(restNode(endpoint), prefix), new Side(ignoresWriter(), prefix), steps);
+    expect(found).toMatch(/^step 1 .*redis \{"reply":0\}, memory node \{"reply":1\}/);
+  });
+});
