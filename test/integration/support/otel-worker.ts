@@ -19,7 +19,9 @@ export default {
     metrics.setGlobalMeterProvider(t.meterProvider);
     trace.setGlobalTracerProvider(t.tracerProvider);
     try {
-      const redlock = instrument(new Redlock({ nodes, requestTimeoutMs: 2000 }), {
+      // A key prefix of its own: this client's node list (4 shared nodes and a dead one) is not
+      // the other tests', and the nodes' cluster fingerprint is kept per key prefix.
+      const redlock = instrument(new Redlock({ nodes, requestTimeoutMs: 2000, keyPrefix: `${key}:` }), {
         meter: metrics.getMeter("edge-redlock"),
         tracer: trace.getTracer("edge-redlock"),
       });
