@@ -181,11 +181,19 @@ function edgeRedlock(spec: SystemSpec, backend: Backend): LockClient {
   };
 }
 
-/** edge-redlock's errors for "gave up": held elsewhere through every attempt, out of time, or no quorum answered. */
+/**
+ * edge-redlock's errors for "gave up": held elsewhere through every attempt, out of time, no
+ * quorum answered, the request budget spent, or the nodes rate-limited the call.
+ */
 export function isGiveUp(error: unknown): boolean {
   const code = (error as { code?: string })?.code;
   return (
-    code === "LOCK_HELD" || code === "ACQUIRE_TIMEOUT" || code === "VALIDITY_EXHAUSTED" || code === "QUORUM_UNAVAILABLE"
+    code === "LOCK_HELD" ||
+    code === "ACQUIRE_TIMEOUT" ||
+    code === "VALIDITY_EXHAUSTED" ||
+    code === "QUORUM_UNAVAILABLE" ||
+    code === "REQUEST_BUDGET" ||
+    code === "RATE_LIMITED"
   );
 }
 
