@@ -10,7 +10,7 @@ import type { AttemptReport } from "../base/report.js";
 import { sleep } from "../base/signals.js";
 import { fullJitterDelay } from "./backoff.js";
 import type { Engine } from "./engine.js";
-import type { Lock, LockOperations } from "./lock.js";
+import type { Lock } from "./lock.js";
 import { abortedError, attemptOnce, failureError, rateLimitOf } from "./operations/acquire.js";
 import { summary } from "./operations/summary.js";
 import { type AcquireRequest, MAX_DELAY_MS, type ResolvedOptions } from "./options.js";
@@ -20,16 +20,23 @@ import type { WaitingStrategy } from "./waiting.js";
 export const backoffWaiting: WaitingStrategy = {
   forClient: (engine) => ({
     acquire: (request, maxAttempts, signal, operations) =>
-      acquireWithBackoff(engine, request, maxAttempts, signal, operations),
+      acquireWithBackoff(engine, request, maxAttempts, signal, (attempt) =>
+        attemptOnce(engine, request, attempt, signal, operations),
+      ),
   }),
 };
 
-async function acquireWithBackoff(
+/**
+ * Attempts (`attemptOnce(n)`, each a fan-out to every node) with the retry policy's delays in
+ * between, until one is granted, or the attempts, the acquire deadline, the request budget or the
+ * caller's signal run out. The read-write lock waits the same way with attempts of its own.
+ */
+export async function acquireWithBackoff(
   engine: Engine,
   request: AcquireRequest,
   maxAttempts: number,
   signal: AbortSignal | undefined,
-  operations: LockOperations,
+  attemptOnce: (attempt: number) => Promise<{ readonly lock?: Lock | undefined; readonly report: AttemptReport }>,
 ): Promise<Lock> {
   const o = request.options;
   const reports: AttemptReport[] = [];
@@ -38,7 +45,7 @@ async function acquireWithBackoff(
     if (signal?.aborted) throw abortedError(request.resources, reports, signal.reason);
     const sent = request.meter?.sent ?? requestsOf(reports);
     checkBudget(request, reports, sent, attemptCost(request, engine.nodes.length), engine.nodes.length);
-    const result = await attemptOnce(engine, request, attempt, signal, operations);
+    const result = await attemptOnce(attempt);
     reports.push(result.report);
     if (result.lock) return result.lock;
     stopAfter(request, result.report, reports, signal, attempt >= maxAttempts);

@@ -87,12 +87,13 @@ export async function verifyOnNode(
 }
 
 /** A script's 1/0 answer: `yes` for 1, `held` for 0, anything else a node error. */
-function yesOrHeld(node: RedisNode, script: string, reply: RedisReply, yes: NodeOutcomeKind): NodeOutcomeKind {
+export function yesOrHeld(node: RedisNode, script: string, reply: RedisReply, yes: NodeOutcomeKind): NodeOutcomeKind {
   if (reply === 1) return yes;
   if (reply === 0) return "held";
   throw unexpected(node, script, reply);
 }
 
-function unexpected(node: RedisNode, command: string, reply: RedisReply): NodeError {
+/** A reply of the wrong shape: a node error that describes it, never quotes it. */
+export function unexpected(node: RedisNode, command: string, reply: RedisReply): NodeError {
   return new NodeError(node.id, `unexpected reply to ${command} from ${node.id}: ${describeReply(reply)}`);
 }

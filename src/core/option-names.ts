@@ -2,7 +2,8 @@
  * Refusing option names this version does not know, with the closest valid one in the message.
  * @module
  */
-import { OPTION_NAMES } from "./options.js";
+import { InvalidArgumentError } from "../base/errors.js";
+import { OPTION_NAMES, type RedlockOptions } from "./options.js";
 
 /**
  * Refuse option names this version does not know (a typo such as `retryDelayMs`, or an option of
@@ -70,4 +71,20 @@ function editDistance(a: string, b: string): number {
     previous = current;
   }
   return previous[b.length] as number;
+}
+
+/** Check a call's option names; `undefined` for none, so the per-TTL cache applies. */
+export function callOptions(options: RedlockOptions | undefined, where: string): RedlockOptions | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidArgumentError(`the options of ${where} must be an object`);
+  }
+  checkOptionNames(options, where, [], (m) => new InvalidArgumentError(m));
+  return isEmpty(options) ? undefined : options;
+}
+
+export function isEmpty(object: object | undefined): boolean {
+  if (object === undefined) return true;
+  for (const _ in object) return false;
+  return true;
 }

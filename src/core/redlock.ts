@@ -20,7 +20,7 @@ import { extendKeys, extendLock } from "./operations/extend.js";
 import { type InspectResult, inspectResource } from "./operations/inspect.js";
 import { releaseKeys, releaseLock } from "./operations/release.js";
 import { verifyLock } from "./operations/verify.js";
-import { checkOptionNames } from "./option-names.js";
+import { callOptions, checkOptionNames, isEmpty } from "./option-names.js";
 import type { AcquireRequest } from "./options.js";
 import { type RedlockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
 import { runUnderLock } from "./using.js";
@@ -352,22 +352,6 @@ export class Redlock {
   #resolve(options: RedlockOptions | undefined, ttlMs: number, where: string): ResolvedOptions {
     return this.#engine.resolve(callOptions(options, where), ttlMs);
   }
-}
-
-/** Check a call's option names; `undefined` for none, so the per-TTL cache applies. */
-function callOptions(options: RedlockOptions | undefined, where: string): RedlockOptions | undefined {
-  if (options === undefined) return undefined;
-  if (typeof options !== "object" || options === null) {
-    throw new InvalidArgumentError(`the options of ${where} must be an object`);
-  }
-  checkOptionNames(options, where, [], (m) => new InvalidArgumentError(m));
-  return isEmpty(options) ? undefined : options;
-}
-
-function isEmpty(object: object | undefined): boolean {
-  if (object === undefined) return true;
-  for (const _ in object) return false;
-  return true;
 }
 
 /** The Redis keys of the (sorted) resources. */

@@ -14,7 +14,7 @@ import type { NodeRelease } from "../core/operations/cleanup.js";
 import { extendLock, type NodeExtend } from "../core/operations/extend.js";
 import { releaseLock } from "../core/operations/release.js";
 import { verifyLock } from "../core/operations/verify.js";
-import { checkOptionNames } from "../core/option-names.js";
+import { callOptions, checkOptionNames, isEmpty } from "../core/option-names.js";
 import { MAX_RESOURCE_LENGTH, type RedlockOptions, type ResolvedOptions } from "../core/options.js";
 import type { Redlock, UsingOptions } from "../core/redlock.js";
 import { runUnderLock } from "../core/using.js";
@@ -125,20 +125,4 @@ export function lockOperations(
     },
     verify: (lock, overrides) => verifyLock(engine, lock, callOptions(overrides, "lock.verify()"), scripts.verify),
   };
-}
-
-/** Check a call's option names; `undefined` for none, so the per-TTL cache applies. */
-function callOptions(options: RedlockOptions | undefined, where: string): RedlockOptions | undefined {
-  if (options === undefined) return undefined;
-  if (typeof options !== "object" || options === null) {
-    throw new InvalidArgumentError(`the options of ${where} must be an object`);
-  }
-  checkOptionNames(options, where, [], (m) => new InvalidArgumentError(m));
-  return isEmpty(options) ? undefined : options;
-}
-
-function isEmpty(object: object | undefined): boolean {
-  if (object === undefined) return true;
-  for (const _ in object) return false;
-  return true;
 }

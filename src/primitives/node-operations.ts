@@ -1,14 +1,8 @@
-/**
- * What the semaphore and the read-write lock send to one node, and how each reply is read. Any
- * reply of an unexpected shape is a {@link NodeError}, never a yes.
- * @module
- */
-import { NodeError } from "../base/errors.js";
-import { describeReply } from "../base/redact.js";
 import type { NodeOutcomeKind } from "../base/report.js";
 import type { TaskContext } from "../core/fanout.js";
+import { unexpected, yesOrHeld } from "../core/node-operations.js";
 import { runScript } from "../core/scripts/script.js";
-import type { RedisNode, RedisReply } from "../transport/rest.js";
+import type { RedisNode } from "../transport/rest.js";
 import { rwExtendScript } from "./scripts/rw-extend.js";
 import { rwReadScript } from "./scripts/rw-read.js";
 import { rwReleaseScript } from "./scripts/rw-release.js";
@@ -95,15 +89,4 @@ export async function rwVerifyOnNode(
   const reply = await runScript(node, rwVerifyScript, keys, [token], context);
   if (typeof reply === "number" && Number.isInteger(reply) && reply >= -2) return reply;
   throw unexpected(node, rwVerifyScript.name, reply);
-}
-
-/** A script's 1/0 answer: `yes` for 1, `held` for 0, anything else a node error. */
-function yesOrHeld(node: RedisNode, script: string, reply: RedisReply, yes: NodeOutcomeKind): NodeOutcomeKind {
-  if (reply === 1) return yes;
-  if (reply === 0) return "held";
-  throw unexpected(node, script, reply);
-}
-
-function unexpected(node: RedisNode, command: string, reply: RedisReply): NodeError {
-  return new NodeError(node.id, `unexpected reply to ${command} from ${node.id}: ${describeReply(reply)}`);
 }

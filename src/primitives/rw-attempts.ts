@@ -17,11 +17,9 @@
  * @module
  */
 import type { AttemptReport } from "../base/report.js";
-import { sleep } from "../base/signals.js";
-import { acquireTimeout, attemptCost, checkBudget, retryDelay, stopAfter } from "../core/backoff-waiting.js";
+import { acquireWithBackoff } from "../core/backoff-waiting.js";
 import type { Engine } from "../core/engine.js";
 import { Lock, type LockOperations } from "../core/lock.js";
-import { abortedError } from "../core/operations/acquire.js";
 import { cleanUpAcquisition } from "../core/operations/cleanup.js";
 import type { AcquireRequest, ResolvedOptions } from "../core/options.js";
 import { reasonPending } from "../core/quorum.js";
@@ -46,26 +44,10 @@ export async function acquireReadWrite(
   operations: LockOperations,
   writer: WriterMark | undefined,
 ): Promise<Lock> {
-  const o = request.options;
-  const reports: AttemptReport[] = [];
-  const nodeCount = engine.nodes.length;
-  const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : o.clock.now() + o.acquireTimeoutMs;
   try {
-    for (let attempt = 1; ; attempt++) {
-      if (signal?.aborted) throw abortedError(request.resources, reports, signal.reason);
-      checkBudget(request, reports, request.meter?.sent ?? 0, attemptCost(request, nodeCount), nodeCount);
-      const result = await attemptReadWrite(engine, request, attempt, signal, operations, writer);
-      reports.push(result.report);
-      if (result.lock) return result.lock;
-      stopAfter(request, result.report, reports, signal, attempt >= maxAttempts);
-      const delay = retryDelay(o, attempt, result.report, reports, request.resources);
-      if (o.clock.now() + delay >= deadline) throw acquireTimeout(request, reports);
-      try {
-        await sleep(delay, signal);
-      } catch (reason) {
-        throw abortedError(request.resources, reports, reason);
-      }
-    }
+    return await acquireWithBackoff(engine, request, maxAttempts, signal, (attempt) =>
+      attemptReadWrite(engine, request, attempt, signal, operations, writer),
+    );
   } catch (error) {
     if (writer !== undefined && writer.ttlMs > 0) clearMark(engine, request, writer.id);
     throw error;
