@@ -267,3 +267,27 @@ describe("the window checkers", () => {
     ).toEqual([]);
   });
 });
+
+describe("misuse: a lock released twice, late, or by another client of other nodes with the same ids", () => {
+  it("a second release of a write lock sends nothing, and the next writer keeps its keys", async () => {
+    const nodes = memoryNodes(3);
+    const first = await lockOf(nodes).acquireWrite(10_000);
+    await first.release();
+    const next = await lockOf(nodes).acquireWrite(10_000);
+    const writes = nodes.map((n) => n.get(rwKeys("doc").write));
+    await first.release();
+    expect(nodes.map((n) => n.get(rwKeys("doc").write))).toEqual(writes);
+    expect(writes.every((token) => token === next.token)).toBe(true);
+    await next.release();
+  });
+
+  it("a client of other nodes with the same ids holds its own lock, untouched by the first client's", async () => {
+    const here = memoryNodes(3);
+    const there = [memoryNode({ id: here[0]!.id }), memoryNode({ id: here[1]!.id }), memoryNode({ id: here[2]!.id })];
+    const mine = await lockOf(here, "a:b\nc").acquireWrite(10_000);
+    const theirs = await lockOf(there, "a:b\nc").acquireWrite(10_000);
+    await mine.release();
+    expect(there.every((n) => n.get(rwKeys("a:b\nc").write) === theirs.token)).toBe(true);
+    await theirs.release();
+  });
+});
