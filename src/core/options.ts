@@ -288,76 +288,64 @@ export function resolveOptions(
     requestTimeoutMs: merged.requestTimeoutMs ?? Math.min(1000, Math.max(50, Math.floor(ttlMs / 10))),
     minValidityMs: merged.minValidityMs ?? Math.floor(ttlMs / 10),
   };
-  const check = (ok: boolean, message: string) => {
-    if (!ok) throw makeError(message);
+  const fail = (name: keyof ResolvedOptions, expected: string, value: unknown = o[name]): never => {
+    const shown =
+      typeof value === "function"
+        ? "a function"
+        : value !== null && typeof value === "object"
+          ? "an object"
+          : String(value);
+    throw makeError(`${name} must be ${expected}, got ${shown}`);
   };
   const majority = Math.floor(nodeCount / 2) + 1;
-  check(
-    Number.isInteger(o.faultTolerance) && o.faultTolerance >= 0 && o.faultTolerance < nodeCount,
-    `faultTolerance must be an integer from 0 to ${nodeCount - 1}, got ${o.faultTolerance}`,
-  );
-  check(
-    merged.quorum === undefined ||
-      (Number.isInteger(merged.quorum) && merged.quorum >= majority && merged.quorum <= nodeCount),
-    `quorum must be an integer from ${majority} (a majority of ${nodeCount} nodes) to ${nodeCount}, got ${merged.quorum}`,
-  );
-  check(
-    o.fencing === false || (typeof o.fencing === "object" && o.fencing?.kind === "fencing"),
-    `fencing takes the fencing value of edge-redlock/fencing (import { fencing } from "edge-redlock/fencing"), or false; got ${String(o.fencing)}`,
-  );
-  check(
-    isMillis(o.quarantineMs, 1),
-    `quarantineMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.quarantineMs}`,
-  );
-  check(isFiniteIn(o.driftFactor, 0, 0.5), `driftFactor must be a number in [0, 0.5), got ${o.driftFactor}`);
-  check(
-    isMillis(o.requestTimeoutMs, 1),
-    `requestTimeoutMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.requestTimeoutMs}`,
-  );
-  check(
-    isMillis(o.minValidityMs, 0),
-    `minValidityMs must be an integer from 0 to ${MAX_DELAY_MS}, got ${o.minValidityMs}`,
-  );
-  check(
-    isPositiveInteger(o.maxAttempts) || o.maxAttempts === Infinity,
-    `maxAttempts must be a positive integer or Infinity, got ${o.maxAttempts}`,
-  );
-  check(
-    o.acquireTimeoutMs === undefined || isMillis(o.acquireTimeoutMs, 1),
-    `acquireTimeoutMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.acquireTimeoutMs}`,
-  );
-  check(
-    isMillis(o.retryBaseDelayMs, 0),
-    `retryBaseDelayMs must be an integer from 0 to ${MAX_DELAY_MS}, got ${o.retryBaseDelayMs}`,
-  );
-  check(
-    isMillis(o.retryMaxDelayMs, o.retryBaseDelayMs),
-    `retryMaxDelayMs must be an integer from retryBaseDelayMs to ${MAX_DELAY_MS}, got ${o.retryMaxDelayMs}`,
-  );
-  check(
-    o.retryDelay === undefined || typeof o.retryDelay === "function",
-    typeof o.retryDelay === "number"
-      ? `retryDelay must be a function ({ attempt, report }) => ms | null, not a number: for a fixed delay write retryDelay: () => ${o.retryDelay}`
-      : "retryDelay must be a function ({ attempt, report }) => ms | null",
-  );
-  check(
-    Number.isInteger(o.maxExtensions) && o.maxExtensions >= 0,
-    `maxExtensions must be a non-negative integer, got ${o.maxExtensions}`,
-  );
-  check(
-    o.maxHoldMs === undefined || isMillis(o.maxHoldMs, 1),
-    `maxHoldMs must be an integer from 1 to ${MAX_DELAY_MS}, got ${o.maxHoldMs}`,
-  );
-  check(
-    isFiniteIn(o.autoExtendThreshold, 0, 1) && o.autoExtendThreshold > 0,
-    `autoExtendThreshold must be a number in (0, 1), got ${o.autoExtendThreshold}`,
-  );
-  check(
-    o.requestBudget === Infinity || (Number.isInteger(o.requestBudget) && o.requestBudget >= 2 * nodeCount),
-    `requestBudget must be Infinity or an integer of at least ${2 * nodeCount} (an attempt and the release on ${nodeCount} nodes), got ${o.requestBudget}`,
-  );
-  check(typeof o.keyPrefix === "string", "keyPrefix must be a string");
-  check(typeof o.clock?.now === "function", "clock must have a now() method");
+  if (!isInteger(o.faultTolerance, 0, nodeCount - 1)) fail("faultTolerance", `an integer from 0 to ${nodeCount - 1}`);
+  if (merged.quorum !== undefined && !isInteger(merged.quorum, majority, nodeCount)) {
+    fail("quorum", `an integer from ${majority} (a majority of ${nodeCount} nodes) to ${nodeCount}`, merged.quorum);
+  }
+  if (o.fencing !== false && (typeof o.fencing !== "object" || o.fencing?.kind !== "fencing")) {
+    fail(
+      "fencing",
+      'the fencing value of edge-redlock/fencing (import { fencing } from "edge-redlock/fencing"), or false',
+    );
+  }
+  // Durations in ms, with their least value; undefined where the option may be left out.
+  for (const [name, min] of [
+    ["quarantineMs", 1],
+    ["requestTimeoutMs", 1],
+    ["minValidityMs", 0],
+    ["acquireTimeoutMs", 1],
+    ["retryBaseDelayMs", 0],
+    ["retryMaxDelayMs", o.retryBaseDelayMs],
+    ["maxHoldMs", 1],
+  ] as const) {
+    const value = o[name];
+    const optional = name === "acquireTimeoutMs" || name === "maxHoldMs";
+    if (!(optional && value === undefined) && !isInteger(value, min, MAX_DELAY_MS)) {
+      fail(name, `an integer from ${min} to ${MAX_DELAY_MS}`);
+    }
+  }
+  if (!isFiniteIn(o.driftFactor, 0, 0.5)) fail("driftFactor", "a number in [0, 0.5)");
+  if (o.maxAttempts !== Infinity && !isInteger(o.maxAttempts, 1)) fail("maxAttempts", "a positive integer or Infinity");
+  if (o.retryDelay !== undefined && typeof o.retryDelay !== "function") {
+    fail(
+      "retryDelay",
+      typeof o.retryDelay === "number"
+        ? `a function ({ attempt, report }) => ms | null, not a number: for a fixed delay write retryDelay: () => ${o.retryDelay}`
+        : "a function ({ attempt, report }) => ms | null",
+    );
+  }
+  if (!isInteger(o.maxExtensions, 0)) fail("maxExtensions", "a non-negative integer");
+  if (!isFiniteIn(o.autoExtendThreshold, 0, 1) || o.autoExtendThreshold === 0) {
+    fail("autoExtendThreshold", "a number in (0, 1)");
+  }
+  if (o.requestBudget !== Infinity && !isInteger(o.requestBudget, 2 * nodeCount)) {
+    fail(
+      "requestBudget",
+      `Infinity or an integer of at least ${2 * nodeCount} (an attempt and the release on ${nodeCount} nodes)`,
+    );
+  }
+  if (typeof o.keyPrefix !== "string") fail("keyPrefix", "a string");
+  if (typeof o.clock?.now !== "function") fail("clock", "an object with a now() method");
   return o;
 }
 
@@ -365,13 +353,9 @@ function stripUndefined<T extends object>(object: T): Partial<T> {
   return Object.fromEntries(Object.entries(object).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-function isPositiveInteger(value: unknown): value is number {
-  return typeof value === "number" && Number.isInteger(value) && value > 0;
-}
-
-/** An integer number of milliseconds from `min` to {@link MAX_DELAY_MS}. */
-function isMillis(value: unknown, min: number): value is number {
-  return typeof value === "number" && Number.isInteger(value) && value >= min && value <= MAX_DELAY_MS;
+/** Whether `value` is an integer from `min` to `max`. */
+function isInteger(value: unknown, min: number, max = Number.POSITIVE_INFINITY): value is number {
+  return Number.isInteger(value) && (value as number) >= min && (value as number) <= max;
 }
 
 function isFiniteIn(value: unknown, min: number, maxExclusive: number): boolean {
