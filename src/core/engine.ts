@@ -54,11 +54,23 @@ export class Engine {
   /** Options resolved per TTL for calls without overrides: resolving is a measurable cost per call. */
   readonly #resolved = new Map<number, ResolvedOptions>();
 
-  constructor(nodes: readonly RedisNode[], base: RedlockOptions) {
+  /**
+   * What the client's nodes reach (see `identity.ts`), as an in-memory key, never shown: two
+   * clients of the same nodes share it, so a `using()` routine's hold is seen by both.
+   */
+  readonly #scope: string;
+
+  constructor(nodes: readonly RedisNode[], base: RedlockOptions, scope = "") {
     this.nodes = nodes;
+    this.#scope = scope;
     this.nodeIds = nodes.map((n) => n.id);
     this.#base = base;
     this.clock = base.clock ?? monotonicClock;
+  }
+
+  /** Keys as this client's cluster names them in an async context (see `nesting.ts`). */
+  scoped(keys: readonly string[]): string[] {
+    return keys.map((key) => `${this.#scope}\n${key}`);
   }
 
   /** The client's options merged with a call's overrides, for a TTL (not validated against it). */

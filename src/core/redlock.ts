@@ -101,8 +101,6 @@ export class Redlock {
    * acquisitions must pass it too (a semaphore's permits, a read-write lock).
    */
   readonly cluster: Cluster;
-  /** What this client's nodes reach (see `identity.ts`): an in-memory key, never shown. */
-  readonly #scope: string;
 
   /**
    * @throws {ConfigurationError} for an empty node list, duplicate nodes, a bad URL or token, an
@@ -131,9 +129,8 @@ export class Redlock {
     // Validate the options once now with a nominal TTL, so mistakes fail at construction.
     resolveOptions(options, undefined, 10_000, this.nodes.length, (m) => new ConfigurationError(m));
     const identities = this.nodes.map((node, i) => nodeIdentity(node, nodes[i]));
-    this.#scope = JSON.stringify(identities);
     this.cluster = new Cluster(this.nodes, nodes, identities, clusterName);
-    const engine = new Engine(this.nodes, Object.freeze({ ...options }));
+    const engine = new Engine(this.nodes, Object.freeze({ ...options }), JSON.stringify(identities));
     this.#engine = engine;
     const waiting = (new.target as typeof Redlock).waiting.forClient(engine, identities);
     this.#waiting = waiting;
@@ -209,7 +206,7 @@ export class Redlock {
     // slower than the quorum): on Workers the request's I/O is cancelled once its waitUntil work
     // is done, and a slow gate would not get the release at all.
     const keepAlive = waitUntil && ((releasing: Promise<unknown>) => waitUntil(releasing.then(() => this.settled())));
-    return runHolding(this.#scoped(request.keys), () => runUnderLock(lock, routine, signal, keepAlive));
+    return runHolding(this.#engine.scoped(request.keys), () => runUnderLock(lock, routine, signal, keepAlive));
   }
 
   /**
@@ -300,18 +297,13 @@ export class Redlock {
     return this.#engine;
   }
 
-  /** The keys as this client's cluster names them in an async context (see `nesting.ts`). */
-  #scoped(keys: readonly string[]): string[] {
-    return keys.map((key) => `${this.#scope}\n${key}`);
-  }
-
   /**
    * Inside a `using()` routine that holds one of these resources, an acquisition that waits would
    * wait for itself: refused at once where the runtime can tell (see `nesting.ts`).
    * @throws {InvalidArgumentError}
    */
   #refuseNested(request: AcquireRequest, where: string): void {
-    const held = heldByCaller(this.#scoped(request.keys));
+    const held = heldByCaller(this.#engine.scoped(request.keys));
     if (held === undefined) return;
     throw new InvalidArgumentError(
       `${where} of ${request.resources.join(", ")} inside a using() routine that holds it would wait for itself: use the routine's lock`,

@@ -9,6 +9,7 @@ import type { Engine } from "../core/engine.js";
 import type { RequestMeter } from "../core/fanout.js";
 import { RESERVED_KEY_PART } from "../core/keys.js";
 import type { Lock, LockOperations } from "../core/lock.js";
+import { heldByCaller, runHolding } from "../core/nesting.js";
 import type { verifyOnNode } from "../core/node-operations.js";
 import type { NodeRelease } from "../core/operations/cleanup.js";
 import { extendLock, type NodeExtend } from "../core/operations/extend.js";
@@ -90,16 +91,36 @@ export function prepareCall(
   return { ttlMs, o, signal, waitUntil, meter: { sent: 0 } };
 }
 
-/** Run `routine` under `lock` as `Redlock.using()` does: auto-extension, release in `finally`. */
+/**
+ * Run `routine` under `lock` as `Redlock.using()` does: auto-extension, release in `finally`, and
+ * the primitive named by `held` (its {@link primitiveKey} without a part) marked as held by the
+ * routine's async context, for {@link refuseNested}.
+ */
 export function runUsing<T>(
   redlock: Redlock,
   call: Call,
+  held: string,
   lock: Lock,
   routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
 ): Promise<T> {
   const { waitUntil } = call;
   const keepAlive = waitUntil && ((releasing: Promise<unknown>) => waitUntil(releasing.then(() => redlock.settled())));
-  return runUnderLock(lock, routine, call.signal, keepAlive);
+  return runHolding(redlock.engine.scoped([held]), () => runUnderLock(lock, routine, call.signal, keepAlive));
+}
+
+/**
+ * Inside a `using()` routine that holds a permit or a read or write lock of this primitive, an
+ * acquisition of it that waits could wait for itself: a write lock for the routine's own lock, a
+ * reader behind a writer that waits for the routine's read lock, a permit behind permits held by
+ * routines that each wait for another. Refused at once, as a mutex's nested `acquire()` is, where
+ * the runtime can tell (see `core/nesting.ts`); a try does not wait and is let through.
+ * @throws {InvalidArgumentError}
+ */
+export function refuseNested(engine: Engine, held: string, where: string): void {
+  if (heldByCaller(engine.scoped([held])) === undefined) return;
+  throw new InvalidArgumentError(
+    `${where} inside a using() routine that holds this lock would wait for itself: use the routine's lock, or a tryAcquire`,
+  );
 }
 
 /** Releases of a primitive's locks are plain compare-and-`DEL`s: no gate takes part. */

@@ -19,6 +19,7 @@ import {
   lockOperations,
   prepareCall,
   primitiveKey,
+  refuseNested,
   runUsing,
   validateClient,
   validateName,
@@ -71,7 +72,7 @@ export class ReadWriteLock {
    * for it. Options and errors as for `Redlock.acquire()`.
    */
   async acquireRead(ttlMs: number, options?: AcquireOptions): Promise<Lock> {
-    const call = this.#call(ttlMs, options, "readWriteLock.acquireRead()");
+    const call = this.#call(ttlMs, options, "readWriteLock.acquireRead()", false, true);
     return await this.#acquire(call, "read", call.o.maxAttempts);
   }
 
@@ -80,7 +81,7 @@ export class ReadWriteLock {
    * readers are stopped meanwhile). Options and errors as for `Redlock.acquire()`.
    */
   async acquireWrite(ttlMs: number, options?: AcquireOptions): Promise<Lock> {
-    const call = this.#call(ttlMs, options, "readWriteLock.acquireWrite()");
+    const call = this.#call(ttlMs, options, "readWriteLock.acquireWrite()", false, true);
     return this.#acquire(call, "write", call.o.maxAttempts);
   }
 
@@ -100,8 +101,14 @@ export class ReadWriteLock {
     routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
     options?: UsingOptions,
   ): Promise<T> {
-    const call = this.#call(ttlMs, options, "readWriteLock.usingRead()", true);
-    return runUsing(this.#redlock, call, await this.#acquire(call, "read", call.o.maxAttempts), routine);
+    const call = this.#call(ttlMs, options, "readWriteLock.usingRead()", true, true);
+    return runUsing(
+      this.#redlock,
+      call,
+      this.#held(call),
+      await this.#acquire(call, "read", call.o.maxAttempts),
+      routine,
+    );
   }
 
   /** Run `routine` under a write lock, as `Redlock.using()` runs one under a lock. */
@@ -110,12 +117,25 @@ export class ReadWriteLock {
     routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
     options?: UsingOptions,
   ): Promise<T> {
-    const call = this.#call(ttlMs, options, "readWriteLock.usingWrite()", true);
-    return runUsing(this.#redlock, call, await this.#acquire(call, "write", call.o.maxAttempts), routine);
+    const call = this.#call(ttlMs, options, "readWriteLock.usingWrite()", true, true);
+    return runUsing(
+      this.#redlock,
+      call,
+      this.#held(call),
+      await this.#acquire(call, "write", call.o.maxAttempts),
+      routine,
+    );
   }
 
-  #call(ttlMs: number, options: UsingOptions | undefined, where: string, using = false): Call {
+  /** This lock as a `using()` routine holds it, read or write (see `refuseNested`). */
+  #held(call: Call): string {
+    return primitiveKey(call.o.keyPrefix, "rw", this.name, "");
+  }
+
+  /** A call's input validated and resolved; `waits`: refused inside a routine that holds this lock. */
+  #call(ttlMs: number, options: UsingOptions | undefined, where: string, using = false, waits = false): Call {
     const call = prepareCall(this.#engine, ttlMs, options, where, using);
+    if (waits) refuseNested(this.#engine, this.#held(call), where);
     if (call.o.fencing !== false) {
       throw new InvalidArgumentError(`${where}: read-write locks are not fenced yet; use a client without fencing`);
     }

@@ -43,6 +43,7 @@ import {
   lockOperations,
   prepareCall,
   primitiveKey,
+  refuseNested,
   runUsing,
   validateClient,
   validateName,
@@ -108,6 +109,7 @@ export class Semaphore {
    */
   async acquire(ttlMs: number, options?: AcquireOptions): Promise<Lock> {
     const call = prepareCall(this.#engine, ttlMs, options, "semaphore.acquire()");
+    refuseNested(this.#engine, this.#held(call), "semaphore.acquire()");
     return this.#redlock.cluster.acquire(call.o, call.signal, call.meter, () => this.#take(call, call.o.maxAttempts));
   }
 
@@ -135,10 +137,16 @@ export class Semaphore {
     options?: UsingOptions,
   ): Promise<T> {
     const call = prepareCall(this.#engine, ttlMs, options, "semaphore.using()", true);
+    refuseNested(this.#engine, this.#held(call), "semaphore.using()");
     const permit = await this.#redlock.cluster.acquire(call.o, call.signal, call.meter, () =>
       this.#take(call, call.o.maxAttempts),
     );
-    return runUsing(this.#redlock, call, permit, routine);
+    return runUsing(this.#redlock, call, this.#held(call), permit, routine);
+  }
+
+  /** This semaphore as a `using()` routine holds it (see `refuseNested`). */
+  #held(call: Call): string {
+    return primitiveKey(call.o.keyPrefix, "semaphore", this.name, "");
   }
 
   /** Tries, probes and pauses until a slot is granted or `maxRounds` pauses' worth of rounds are spent. */
