@@ -7,7 +7,7 @@
  * Two limits per entry: the design's budget (the target; see the README's figures for how far each
  * entry is from it), and a ceiling (tools/size/ceilings.json: the size as last measured, plus 1 %)
  * that `--check` enforces in CI, so that nothing grows unnoticed. A change that must grow an entry
- * raises its ceiling in the same commit, and says why.
+ * raises its ceiling in the same commit, and says why. `--modules` prints what each module costs.
  */
 
 import { readFileSync } from "node:fs";
@@ -15,6 +15,7 @@ import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { build } from "esbuild";
+import { byFolder, moduleCosts } from "./modules.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const KIB = 1024;
@@ -58,6 +59,7 @@ function ceilings(): Record<string, number> {
 }
 
 async function main(): Promise<void> {
+  if (process.argv.includes("--modules")) return printModules();
   const check = process.argv.includes("--check");
   const limits = ceilings();
   const kib = (bytes: number) => `${(bytes / KIB).toFixed(1)} KiB`;
@@ -86,6 +88,21 @@ async function main(): Promise<void> {
     process.exit(1);
   }
 }
+/** `--modules`: each module's marginal cost in the plain preset and in the default entry. */
+async function printModules(): Promise<void> {
+  for (const entry of ENTRIES.filter((e) => e.budget !== undefined && !e.file.includes("fenced"))) {
+    const costs = await moduleCosts(ROOT, entry.file);
+    process.stdout.write(`\n${entry.label}: marginal min + gzip bytes per module (see tools/size/modules.ts)\n`);
+    for (const cost of costs) {
+      process.stdout.write(
+        `  ${String(cost.marginalGzipBytes).padStart(6)} B  ${String(cost.minifiedBytes).padStart(6)} B minified  ${cost.module}\n`,
+      );
+    }
+    const folders = [...byFolder(costs)].sort((a, b) => b[1] - a[1]);
+    process.stdout.write(`  by folder: ${folders.map(([folder, bytes]) => `${folder} ${bytes} B`).join(", ")}\n`);
+  }
+}
+
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   main().catch((error: Error) => {
     process.stderr.write(`${error.message}\n`);
