@@ -15,6 +15,6 @@ export type CpuRequest =
 
 export type CpuReply =
   | { type: "ready" }
-  | { type: "round"; microseconds: number }
+  | { type: "round"; microseconds: number; requests: number }
   | { type: "closed" }
   | { type: "failed"; error: string };

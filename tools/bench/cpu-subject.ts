@@ -15,6 +15,8 @@ import { createClient, type LockClient } from "./systems.js";
 
 let client: LockClient | undefined;
 let serial = 0;
+/** HTTP requests sent through the in-memory fetch (the REST subjects'; 0 for RedisNode and TCP ones). */
+let requests = 0;
 
 function reply(message: CpuReply, exitCode?: number): void {
   process.send?.(message, () => {
@@ -30,7 +32,11 @@ async function once(subject: LockClient): Promise<void> {
 
 async function prepare(kind: CpuSubjectKind, n: number, libraryPath: string, warmUp: number): Promise<void> {
   const stores = await Promise.all(Array.from({ length: n }, () => MemoryStore.create()));
-  globalThis.fetch = memoryFetch(stores, globalThis.fetch);
+  const answer = memoryFetch(stores, globalThis.fetch);
+  globalThis.fetch = (input, init) => {
+    requests++;
+    return answer(input, init);
+  };
   if (kind === "edge-redlock:memory" || kind === "edge-redlock:rest") {
     const library = (await import(pathToFileURL(libraryPath).href)) as typeof Library;
     client = edgeRedlockClient(
@@ -48,10 +54,11 @@ async function prepare(kind: CpuSubjectKind, n: number, libraryPath: string, war
 
 async function round(runs: number): Promise<void> {
   if (!client) throw new Error("round before prepare");
+  const sentBefore = requests;
   const start = process.cpuUsage();
   for (let i = 0; i < runs; i++) await once(client);
   const used = process.cpuUsage(start);
-  reply({ type: "round", microseconds: (used.user + used.system) / runs });
+  reply({ type: "round", microseconds: (used.user + used.system) / runs, requests: (requests - sentBefore) / runs });
 }
 
 /** An edge-redlock client of the bundled library, with its default options. */
