@@ -11,14 +11,16 @@ import type { TaskContext } from "../core/fanout.js";
 import { abortedError } from "../core/operations/acquire.js";
 import { refusalReason } from "../core/quorum.js";
 import { type GateAnswer, type GateMode, pollGate } from "./gate.js";
-import { averageRtt, placeholderMs } from "./pacing.js";
+import { averageRtt, MAX_POLLS_PER_SECOND, placeholderMs } from "./pacing.js";
 import type { Waiter } from "./state.js";
 
 /** One poll of the gate, as a one-node fan-out: the same deadline, abort and hooks as every request. */
 export async function poll(w: Waiter, mode: GateMode, token: string, leaseMs: number): Promise<GateAnswer> {
   const nodeCount = w.engine.nodes.length;
   checkBudget(w.request, w.reports, w.requestsSent(), 1, nodeCount);
-  w.state.lastPollAt = w.now();
+  const sent = w.state.recentPolls;
+  sent.push(w.now());
+  if (sent.length > MAX_POLLS_PER_SECOND) sent.shift();
   let answer: GateAnswer | undefined;
   const fan = w.engine.fan(
     w.o,

@@ -16,12 +16,13 @@ import { currentPlaceholderMs, growPlaceholder, leave, poll, pollOn } from "./ga
 import { abandon, checkAfterAttempt, giveUp, noteProgress, pauseLimit, roomForPoll, startPatience } from "./limits.js";
 import { type HandedOver, offerWindowEnd, pauseOrTakeOver, takeOver } from "./offers.js";
 import {
+  budgetGap,
   hotWindow,
   leaseFor,
   margin,
   nextOverdue,
-  pollGap,
   pollInterval,
+  rateGap,
   releaseImminent,
   releaseInReach,
   retryHeld,
@@ -50,7 +51,10 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     const placeholderMs = s.placeholderUntil - now;
     const first = s.firstInLine && placeholderMs <= 0;
     const heldHereMs = first && w.offersHandoff ? offerWindowEnd(w, now) - now : 0;
-    const pacedMs = s.lastPollAt + pollGapFor(w) - now;
+    const pacedMs = Math.max(
+      (s.recentPolls.at(-1) ?? Number.NEGATIVE_INFINITY) + budgetGapFor(w) - now,
+      rateGap(s.recentPolls, now, s.rank),
+    );
     const handedOver = await pauseOrTakeOver(w, Math.max(nextPollMs, placeholderMs, heldHereMs, pacedMs), first);
     if (handedOver) {
       const lock = await takeTurn(w, handedOver);
@@ -148,14 +152,15 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
 }
 
 /**
- * The least gap from our last poll to the next (see `pacing.pollGap`): the polls the request
- * budget still allows keep the fan-out of a take and the lock's release in reserve.
+ * The least gap from our last poll to the next that the request budget asks (see
+ * `pacing.budgetGap`): the polls it still allows keep the fan-out of a take and the lock's release
+ * in reserve.
  */
-function pollGapFor(w: Waiter): number {
+function budgetGapFor(w: Waiter): number {
   const nodeCount = w.engine.nodes.length;
   const pollsLeft = w.o.requestBudget - w.requestsSent() - 2 * nodeCount;
   const now = w.now();
-  return pollGap(w.state.rank, now - w.startedAt, pauseLimit(w) - now, pollsLeft);
+  return budgetGap(now - w.startedAt, pauseLimit(w) - now, pollsLeft);
 }
 
 /**

@@ -182,23 +182,38 @@ export function sleepBehind(
 }
 
 /**
- * The least gap between two polls of a waiter at place `rank` (-1 before its first answer), in
- * ms, in every phase: {@link MAX_POLLS_PER_SECOND} a second at most, and
- * {@link MAX_FAR_BACK_POLLS_PER_SECOND} when more than {@link FAR_BACK} turns back. Wider as the
- * wait grows when the request budget would not last: the polls it still allows (`pollsLeft`)
- * spaced in a geometric progression from the time waited so far (`waitedMs`) to the end of the
- * waiting (`waitLeftMs` more, to the acquire deadline or the end of the patience), so that a turn
- * that comes soon is seen within the least gap, and a waiter behind a long hold runs out of
- * patience, not of requests. (An aimed take is an attempt, a fan-out to every node, paced by its
- * prediction and counted in the budget, not a poll.)
+ * How long from `now` until a waiter at place `rank` (-1 before its first answer) may poll again,
+ * given when it sent its latest polls (`recentPolls`, oldest first). Near the front, no window of a
+ * second holds more than {@link MAX_POLLS_PER_SECOND} of its polls: a window, not a least gap
+ * between two polls, so that a waiter whose poll came a little early to find the waiter ahead of it
+ * taken (a turn lasts a hold and a round trip, often well under 100 ms) looks again at once, where a
+ * 100 ms gap made it late for its own turn. More than {@link FAR_BACK} turns back, where no turn is
+ * near, a least gap of a second over {@link MAX_FAR_BACK_POLLS_PER_SECOND}.
  */
-export function pollGap(rank: number, waitedMs: number, waitLeftMs: number, pollsLeft: number): number {
-  const least = 1000 / (rank > FAR_BACK ? MAX_FAR_BACK_POLLS_PER_SECOND : MAX_POLLS_PER_SECOND);
-  if (pollsLeft === Number.POSITIVE_INFINITY || !(waitLeftMs > 0)) return least;
+export function rateGap(recentPolls: readonly number[], now: number, rank: number): number {
+  if (rank > FAR_BACK) {
+    const last = recentPolls[recentPolls.length - 1];
+    return last === undefined ? 0 : Math.max(0, last + 1000 / MAX_FAR_BACK_POLLS_PER_SECOND - now);
+  }
+  const oldest = recentPolls[recentPolls.length - MAX_POLLS_PER_SECOND];
+  return oldest === undefined ? 0 : Math.max(0, oldest + 1000 - now);
+}
+
+/**
+ * The least gap from a waiter's last poll to its next, in ms, when the request budget would not
+ * last the waiting: the polls it still allows (`pollsLeft`) spaced in a geometric progression from
+ * the time waited so far (`waitedMs`, at least 100 ms) to the end of the waiting (`waitLeftMs` more,
+ * to the acquire deadline or the end of the patience), so that a turn that comes soon is seen
+ * within about 100 ms, and a waiter behind a long hold runs out of patience, not of requests.
+ * {@link MIN_POLL_MS} with requests to spare. (An aimed take is an attempt, a fan-out to every
+ * node, paced by its prediction and counted in the budget, not a poll.)
+ */
+export function budgetGap(waitedMs: number, waitLeftMs: number, pollsLeft: number): number {
+  if (pollsLeft === Number.POSITIVE_INFINITY || !(waitLeftMs > 0)) return MIN_POLL_MS;
   if (pollsLeft < 1) return waitLeftMs;
-  const from = Math.max(waitedMs, least);
+  const from = Math.max(waitedMs, 1000 / MAX_POLLS_PER_SECOND);
   const ratio = ((from + waitLeftMs) / from) ** (1 / pollsLeft);
-  return Math.max(least, from * (ratio - 1));
+  return Math.max(MIN_POLL_MS, from * (ratio - 1));
 }
 
 /** A waiter's place in line lasts until its next poll is overdue by this margin. */

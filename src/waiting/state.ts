@@ -23,8 +23,8 @@ export interface WaiterState {
   attempts: number;
   /** Polls of the gate since the last attempt, for that attempt's report. */
   polls: number;
-  /** When the last poll was sent (-Infinity before the first). */
-  lastPollAt: number;
+  /** When the latest polls were sent, oldest first: as many as `pacing.rateGap` looks back on. */
+  recentPolls: number[];
   /** Our place in line at the last answer (0 first, -1 out of line). */
   rank: number;
   /** Our ticket in the gate's line (0 before the gate gave one), under which our isolate tells us our turn. */
@@ -115,7 +115,7 @@ export class Waiter {
     this.state = {
       attempts: 0,
       polls: 0,
-      lastPollAt: Number.NEGATIVE_INFINITY,
+      recentPolls: [],
       rank: -1,
       ticket: 0,
       rttMs: 0,

@@ -7,6 +7,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   averageRtt,
+  budgetGap,
   type GateFigures,
   hotWindow,
   isOverdue,
@@ -19,8 +20,8 @@ import {
   patience,
   patientPace,
   placeholderMs,
-  pollGap,
   pollInterval,
+  rateGap,
   releaseImminent,
   releaseInReach,
   retryHeld,
@@ -48,25 +49,81 @@ describe("pollInterval: an eighth of the hold, a round trip while none is known,
   });
 });
 
-describe("pollGap: 10 polls a second at most, 2 more than 6 turns back, wider as a short budget asks", () => {
+/** The most polls any window of a second holds, in a list of send times (oldest first). */
+function densestSecond(times: readonly number[]): number {
+  let most = 0;
+  for (let i = 0; i < times.length; i++) {
+    let j = i;
+    while (j < times.length && (times[j] as number) < (times[i] as number) + 1000) j++;
+    most = Math.max(most, j - i);
+  }
+  return most;
+}
+
+describe("rateGap: at most 10 polls in any second (a window, not a gap), 500 ms apart more than 6 turns back", () => {
+  const tenEvery20ms = Array.from({ length: 10 }, (_, i) => 1000 + 20 * i);
   it.each([
-    // No budget: the least gap by place in line (before the first answer, rank -1).
-    { rank: -1, waitedMs: 0, waitLeftMs: 11_100, pollsLeft: Infinity, expected: 100 },
-    { rank: 0, waitedMs: 5000, waitLeftMs: 6100, pollsLeft: Infinity, expected: 100 },
-    { rank: 6, waitedMs: 0, waitLeftMs: 11_100, pollsLeft: Infinity, expected: 100 },
-    { rank: 7, waitedMs: 0, waitLeftMs: 11_100, pollsLeft: Infinity, expected: 500 },
-    // A budget of 25 polls over 11.1 s: spaced geometrically from the time waited.
-    { rank: 0, waitedMs: 0, waitLeftMs: 11_000, pollsLeft: 25, expected: 100 },
-    { rank: 0, waitedMs: 2000, waitLeftMs: 9000, pollsLeft: 10, expected: 2000 * (5.5 ** 0.1 - 1) },
-    { rank: 8, waitedMs: 2000, waitLeftMs: 9000, pollsLeft: 10, expected: 500 },
-    // Nothing left to wait for, or no poll left.
-    { rank: 0, waitedMs: 2000, waitLeftMs: 0, pollsLeft: 10, expected: 100 },
-    { rank: 0, waitedMs: 2000, waitLeftMs: 3000, pollsLeft: 0, expected: 3000 },
-  ])("rank $rank, waited $waitedMs, $waitLeftMs left, $pollsLeft polls → $expected", (c) => {
-    expect(pollGap(c.rank, c.waitedMs, c.waitLeftMs, c.pollsLeft)).toBeCloseTo(c.expected, 6);
+    // Fewer polls than the limit in the last second: at once, however recent the last one.
+    { polls: [], now: 0, rank: -1, expected: 0 },
+    { polls: [1000, 1030], now: 1040, rank: 1, expected: 0 },
+    { polls: tenEvery20ms.slice(1), now: 1190, rank: 0, expected: 0 },
+    // Ten in the window: until the oldest of them is a second old.
+    { polls: tenEvery20ms, now: 1190, rank: 0, expected: 810 },
+    { polls: tenEvery20ms, now: 2100, rank: 0, expected: 0 },
+    // More than 6 turns back: half a second from the last poll.
+    { polls: [], now: 1010, rank: 7, expected: 0 },
+    { polls: [1000], now: 1010, rank: 7, expected: 490 },
+    { polls: [1000, 1300], now: 1900, rank: 7, expected: 0 },
+    { polls: [1000, 1300], now: 1310, rank: 6, expected: 0 },
+  ])("$polls.length polls, now $now, rank $rank → $expected", ({ polls, now, rank, expected }) => {
+    expect(rateGap(polls, now, rank)).toBe(expected);
   });
 
-  it("makes the polls left last to the end of the waiting, never closer than 100 ms (seeded waits)", () => {
+  it("a waiter that polls whenever it likes within it never has more in a second (seeded wishes)", () => {
+    const random = seededRandom(41);
+    let bursts = 0;
+    for (let run = 0; run < 200; run++) {
+      const farBack = random() < 0.3;
+      const rank = farBack ? 7 + Math.floor(random() * 20) : Math.floor(random() * 7);
+      const sent: number[] = [];
+      let t = 0;
+      for (let poll = 0; poll < 60; poll++) {
+        // Wishes from 1 to 150 ms after the last poll: many closer than a 100 ms gap would allow.
+        t += 1 + random() * 150;
+        t += rateGap(sent.slice(-10), t, rank);
+        if (sent.length > 0 && t - (sent.at(-1) as number) < 100) bursts++;
+        sent.push(t);
+      }
+      expect(densestSecond(sent)).toBeLessThanOrEqual(farBack ? 2 : 10);
+      if (farBack)
+        for (let i = 1; i < sent.length; i++)
+          expect((sent[i] as number) - (sent[i - 1] as number)).toBeGreaterThanOrEqual(500);
+    }
+    // The window let polls closer than 100 ms through, which a least gap would not have.
+    expect(bursts).toBeGreaterThan(100);
+  });
+
+  it("the window check catches a schedule with 11 polls in a second (negative control)", () => {
+    expect(densestSecond(Array.from({ length: 11 }, (_, i) => 90 * i))).toBe(11);
+    expect(densestSecond(Array.from({ length: 11 }, (_, i) => 100 * i))).toBe(10);
+  });
+});
+
+describe("budgetGap: wider as a short budget asks, 5 ms with requests to spare", () => {
+  it.each([
+    // No budget, or nothing left to wait for: the least poll interval.
+    { waitedMs: 0, waitLeftMs: 11_100, pollsLeft: Infinity, expected: 5 },
+    { waitedMs: 2000, waitLeftMs: 0, pollsLeft: 10, expected: 5 },
+    // A budget of 25 polls over 11 s, from the start: spaced geometrically from 100 ms waited.
+    { waitedMs: 0, waitLeftMs: 11_000, pollsLeft: 25, expected: 100 * (111 ** (1 / 25) - 1) },
+    { waitedMs: 2000, waitLeftMs: 9000, pollsLeft: 10, expected: 2000 * (5.5 ** 0.1 - 1) },
+    // No poll left: the rest of the waiting.
+    { waitedMs: 2000, waitLeftMs: 3000, pollsLeft: 0, expected: 3000 },
+  ])("waited $waitedMs, $waitLeftMs left, $pollsLeft polls → $expected", (c) => {
+    expect(budgetGap(c.waitedMs, c.waitLeftMs, c.pollsLeft)).toBeCloseTo(c.expected, 6);
+  });
+
+  it("makes the polls left last to the end of the waiting (seeded waits)", () => {
     const random = seededRandom(29);
     let budgetsSpent = 0;
     for (let run = 0; run < 200; run++) {
@@ -74,8 +131,8 @@ describe("pollGap: 10 polls a second at most, 2 more than 6 turns back, wider as
       let pollsLeft = Math.floor(5 + random() * 40);
       let t = 0;
       while (t < total && pollsLeft > 0) {
-        const gap = pollGap(0, t, total - t, pollsLeft);
-        expect(gap).toBeGreaterThanOrEqual(100);
+        const gap = budgetGap(t, total - t, pollsLeft);
+        expect(gap).toBeGreaterThanOrEqual(5);
         t += gap;
         pollsLeft--;
       }
