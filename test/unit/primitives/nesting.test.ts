@@ -10,7 +10,11 @@ import { InvalidArgumentError, ReadWriteLock, Redlock, Semaphore } from "../../.
 import { memoryNodes } from "../../../src/testing/index.js";
 
 /** What a call settles with: its value, or the error it threw. */
-const settle = (promise: Promise<unknown>) => promise.then((value) => value, (error: unknown) => error);
+const settle = (promise: Promise<unknown>) =>
+  promise.then(
+    (value) => value,
+    (error: unknown) => error,
+  );
 /**
  * A call that does wait gives up within a second with another error (ACQUIRE_TIMEOUT, LOCK_HELD):
  * an InvalidArgumentError says it was refused, not waited out.
