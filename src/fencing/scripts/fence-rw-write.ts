@@ -26,24 +26,18 @@ import { FENCE_LUA_PRELUDE } from "../lua.js";
 export const fenceRwWriteScript: Script = Object.freeze({
   name: "fence-rw-write",
   source: `${FENCE_LUA_PRELUDE}if #KEYS ~= 7 or #ARGV ~= 5 or ARGV[5] == "" then error("edge-redlock: bad fenced write lock call") end
-local fields = {ARGV[5]}
-local status, id = health(fields)
+local status, id = health({ARGV[5]})
 if status ~= "OK" then return {status, "0", id} end
-local _, fence = highest(fields)
+local _, fence = counter(ARGV[5])
 local time = redis.call("TIME")
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", now)
+redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000))
 local holder = redis.call("GET", KEYS[5])
 if (holder and holder ~= ARGV[1]) or redis.call("EXISTS", KEYS[6]) == 1 then
-if ARGV[4] ~= "0" then
-redis.call("SET", KEYS[7], ARGV[3], "PX", ARGV[4])
-end
+if ARGV[4] ~= "0" then redis.call("SET", KEYS[7], ARGV[3], "PX", ARGV[4]) end
 return {"BUSY", fence, id}
 end
 redis.call("SET", KEYS[5], ARGV[1], "PX", ARGV[2])
-if redis.call("GET", KEYS[7]) == ARGV[3] then
-redis.call("DEL", KEYS[7])
-end
+if redis.call("GET", KEYS[7]) == ARGV[3] then redis.call("DEL", KEYS[7]) end
 return {"OK", fence, id}`,
-  sha1: "8987eb5b243a5a8e2a1e1d35262cae073747c307",
+  sha1: "7d23553ac17175a0a268af03fa5e4e3c1bbfc79f",
 });
