@@ -343,7 +343,8 @@ export class Worker {
   read(): Promise<Read> {
     const lock = this.#lock;
     // A semaphore's holders are several at once, and readers write nothing: no counter under them.
-    if (!lock || lock.signal.aborted || this.#primitives) return Promise.resolve({});
+    // A fenced write lock (the one primitive grant with a fence) is exclusive: counters, as a mutex.
+    if (!lock || lock.signal.aborted || (this.#primitives && lock.fence === undefined)) return Promise.resolve({});
     return readCounters(this.#counters, lock, this.#names(lock.resources).resource);
   }
 
