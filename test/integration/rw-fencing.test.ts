@@ -11,7 +11,8 @@
  * - an uninitialised deployment refuses fenced write locks and keeps nothing; a node restarted
  *   empty is quarantined by the next writer, grants no write lock while quarantined, is repaired
  *   (for this lock's counter only: a mutex's counter still needs its own repair, as for a mutex),
- *   and counts again afterwards, the fence increasing throughout.
+ *   and counts again afterwards, the fence increasing throughout; a read lock, as documented, is
+ *   the plain one, which the quarantined node admits.
  * Own cluster: the last test restarts a node.
  */
 import { beforeAll, describe, expect, it } from "vitest";
@@ -196,6 +197,14 @@ describe("a fenced write lock on real nodes", () => {
         .catch((e) => e);
       expect(blocked).toBeInstanceOf(QuorumUnavailableError);
       expect(await raw(endpoints[0] as Endpoint, "EXISTS", writeKey)).toBe(0);
+      // As documented, a read lock is the plain one: the quarantined node admits it, without a fence.
+      for (let i = 0; i < 100 && (await raw(endpoints[1] as Endpoint, "EXISTS", writeKey)) === 1; i++) await sleep(20);
+      const reader = await doc().acquireRead(TTL_MS, { requestTimeoutMs: 300 });
+      expect(reader.fence).toBeUndefined();
+      expect(
+        await raw(endpoints[0] as Endpoint, "ZSCORE", prefix + primitiveKey("", "rw", name, "readers"), reader.token),
+      ).not.toBeNull();
+      await reader.release();
     } finally {
       nodesOf().resume(2);
     }
