@@ -7,29 +7,90 @@
 
 import { FencingError } from "../base/errors.js";
 import type { AttemptReport, NodeOutcome } from "../base/report.js";
-import { callHook } from "../core/engine.js";
+import { callHook, type Engine } from "../core/engine.js";
 import type { AcquireFan, FanOut } from "../core/fanout.js";
-import { Lock } from "../core/lock.js";
-import type { Attempt } from "../core/operations/acquire.js";
-import { cleanUpAcquisition } from "../core/operations/cleanup.js";
+import { RESERVED_KEY_PART } from "../core/keys.js";
+import { Lock, type LockOperations } from "../core/lock.js";
+import type { Attempt, AttemptResult } from "../core/operations/acquire.js";
+import { cleanUpAcquisition, type NodeRelease } from "../core/operations/cleanup.js";
+import type { AcquireRequest } from "../core/options.js";
 import { isFailure, validityMs } from "../core/quorum.js";
 import { randomToken } from "../core/token.js";
 import { assertQuarantineCovers } from "./arithmetic.js";
-import { fencedAttempt } from "./attempt.js";
+import { type FencedAttemptOptions, fencedAttempt } from "./attempt.js";
+import { fenceRwWriteOnNode } from "./node-operations.js";
 
 /**
  * Make one fenced attempt on every node. Never throws for node failures.
  * @throws {FencingError} `FENCING_UNINITIALIZED` when no node carries a marker yet.
  * @throws {InvalidArgumentError} when the TTL outlasts `quarantineMs`.
  */
-export const attemptFenced: Attempt = async (engine, request, attempt, signal, operations, polls) => {
+export const attemptFenced: Attempt = (engine, request, attempt, signal, operations, polls) =>
+  attemptWith(engine, request, attempt, signal, operations, polls, {});
+
+/**
+ * How a fenced attempt of another kind of lock differs from a mutex's: the counters' fields (the
+ * lock's resources by default), its phase 1 on one node for a given token, and the release that
+ * cleans up after a failed attempt.
+ */
+interface Variant {
+  readonly fields?: readonly string[];
+  readonly phase1?: (token: string) => FencedAttemptOptions["phase1"];
+  readonly release?: NodeRelease;
+}
+
+/**
+ * One fenced attempt of a read-write lock's write lock: `fence-rw-write` in phase 1 instead of
+ * `fence-acquire`, then the same ratchet, maintenance and validity as a mutex. Its fence sequence
+ * is its own: the counter's field is the write key without the `keyPrefix`, which lies in the
+ * reserved namespace, where no mutex resource is allowed, so a mutex of the same name counts apart.
+ * `request.keys`: the write key, the readers' sorted set, the writer-waiting mark. `writer`: the
+ * waiting writer's id and its mark's TTL. `release`: the read-write lock's compare-and-DEL, to
+ * clean up after a failed attempt. Never throws for node failures.
+ * @throws {FencingError} `FENCING_UNINITIALIZED` when no node carries a marker yet.
+ * @throws {InvalidArgumentError} when the TTL outlasts `quarantineMs`.
+ */
+export function attemptFencedWrite(
+  engine: Engine,
+  request: AcquireRequest,
+  attempt: number,
+  signal: AbortSignal | undefined,
+  operations: LockOperations,
+  writer: { readonly id: string; readonly ttlMs: number },
+  release: NodeRelease,
+): Promise<AttemptResult> {
+  const { keys, options: o } = request;
+  const writeKey = keys[0] ?? "";
+  // Guards the field's namespace (the argument above); a caller's bug, not a user's input.
+  if (keys.length !== 3 || !writeKey.startsWith(o.keyPrefix + RESERVED_KEY_PART)) {
+    throw new Error("a fenced write lock's keys must be its write key (reserved), readers and mark");
+  }
+  const field = writeKey.slice(o.keyPrefix.length);
+  return attemptWith(engine, request, attempt, signal, operations, undefined, {
+    fields: [field],
+    phase1: (token) => (node, fencing, context) =>
+      fenceRwWriteOnNode(node, fencing, keys, field, token, request.ttlMs, writer, context),
+    release,
+  });
+}
+
+async function attemptWith(
+  engine: Engine,
+  request: AcquireRequest,
+  attempt: number,
+  signal: AbortSignal | undefined,
+  operations: LockOperations,
+  polls: number | undefined,
+  variant: Variant,
+): Promise<AttemptResult> {
   const { resources, keys, ttlMs, options: o } = request;
   assertQuarantineCovers(ttlMs, o.quarantineMs, o.driftFactor);
   const token = randomToken();
   const result = await fencedAttempt({
     nodes: engine.nodes,
     keyPrefix: o.keyPrefix,
-    resources,
+    resources: variant.fields ?? resources,
+    phase1: variant.phase1?.(token),
     token,
     ttlMs,
     quorum: o.quorum,
@@ -76,7 +137,7 @@ export const attemptFenced: Attempt = async (engine, request, attempt, signal, o
     });
     return { lock, report };
   }
-  cleanUpAcquisition(engine, request, token, fan);
+  cleanUpAcquisition(engine, request, token, fan, undefined, undefined, variant.release);
   if (result.reason === "uninitialized") {
     throw new FencingError(
       "FENCING_UNINITIALIZED",
@@ -85,7 +146,7 @@ export const attemptFenced: Attempt = async (engine, request, attempt, signal, o
     );
   }
   return { report, token };
-};
+}
 
 /**
  * Phase 1 as the cleanup sees an acquisition: a node whose request failed may still have applied

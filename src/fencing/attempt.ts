@@ -62,10 +62,10 @@
  */
 import type { Clock } from "../base/clock.js";
 import type { NodeOutcome } from "../base/report.js";
-import { type Decided, type FanOut, fanOut, type RequestMeter } from "../core/fanout.js";
+import { type Decided, type FanOut, fanOut, type RequestMeter, type TaskContext } from "../core/fanout.js";
 import type { RedisNode } from "../transport/rest.js";
 import { proposeFence, raiseFence } from "./arithmetic.js";
-import { fencingKeys } from "./keys.js";
+import { type FencingKeys, fencingKeys } from "./keys.js";
 import { type MaintenanceReport, maintainNodes } from "./maintenance.js";
 import { fenceAcquireOnNode, fenceRatchetOnNode, outcomeOf } from "./node-operations.js";
 import type { FenceReply } from "./replies.js";
@@ -98,6 +98,13 @@ export interface FencedAttemptOptions {
    * validity left anyway). @default startedAt + ttlMs
    */
   readonly deadline?: number | undefined;
+  /**
+   * Phase 1 on one node, for a lock of another kind whose keys are still `keyPrefix + resource`
+   * (a read-write lock's write key): it must answer as `fence-acquire` does (health first; on `OK`
+   * every such key holds the token with PX ttl; the counters read on `OK` and `BUSY`), so the
+   * arguments above hold unchanged. @default `fence-acquire` on the lock keys
+   */
+  readonly phase1?: ((node: RedisNode, keys: FencingKeys, context: TaskContext) => Promise<FenceReply>) | undefined;
 }
 
 /** One phase (or phase-2 round) of a fenced attempt. */
@@ -174,7 +181,10 @@ export async function fencedAttempt(options: FencedAttemptOptions): Promise<Fenc
     meter: options.meter,
     clock,
     task: async (i, context) => {
-      const reply = await fenceAcquireOnNode(nodeAt(nodes, i), keys, lockKeys, resources, token, ttlMs, context);
+      const node = nodeAt(nodes, i);
+      const reply = options.phase1
+        ? await options.phase1(node, keys, context)
+        : await fenceAcquireOnNode(node, keys, lockKeys, resources, token, ttlMs, context);
       phase1Replies[i] = reply;
       return outcomeOf(reply);
     },

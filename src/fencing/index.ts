@@ -20,7 +20,7 @@
 import type { FencedAttempts } from "../core/operations/acquire.js";
 import type { Fencing } from "../core/options.js";
 import type { Redlock } from "../core/redlock.js";
-import { attemptFenced } from "./acquire.js";
+import { attemptFenced, attemptFencedWrite } from "./acquire.js";
 import { assertQuarantineCovers } from "./arithmetic.js";
 import { type InitializeFencingResult, initializeFencing as initializeNodes } from "./initialize.js";
 
@@ -31,16 +31,21 @@ export type { InitializeFencingResult } from "./initialize.js";
 export { RESERVED_KEY_PART } from "./keys.js";
 export { MAX_FENCE } from "./lua.js";
 
-const fencedAttempts: FencedAttempts = {
+// `attemptWrite`: the fenced attempt of a read-write lock's write lock, which the read-write lock
+// finds on this value (the primitives never import this module).
+const fencedAttempts: FencedAttempts & { readonly attemptWrite: typeof attemptFencedWrite } = {
   kind: "fencing",
   attempt: attemptFenced,
+  attemptWrite: attemptFencedWrite,
   checkExtension: (ttlMs, o) => assertQuarantineCovers(ttlMs, o.quarantineMs, o.driftFactor),
 };
 
 /**
  * The value of the `fencing` option (of the client, or of one `acquire()`, `tryAcquire()` or
- * `using()` call): every lock acquired with it carries a fencing token, `lock.fence`. Costs a
- * second round trip per acquisition; a fenced acquisition waits with backoff, not in line.
+ * `using()` call): every lock acquired with it carries a fencing token, `lock.fence`, and so does
+ * every write lock of a `ReadWriteLock` on such a client (one sequence per read-write lock, its
+ * own; read locks carry none). Costs a second round trip per acquisition; a fenced acquisition
+ * waits with backoff, not in line.
  * Fenced acquisitions refuse to run (`FencingError` `FENCING_UNINITIALIZED`) until
  * {@link initializeFencing} has run once for the deployment.
  */

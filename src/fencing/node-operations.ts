@@ -16,6 +16,7 @@ import { fenceQuarantineScript } from "./scripts/fence-quarantine.js";
 import { fenceRatchetScript } from "./scripts/fence-ratchet.js";
 import { fenceReadScript } from "./scripts/fence-read.js";
 import { fenceRepairScript } from "./scripts/fence-repair.js";
+import { fenceRwWriteScript } from "./scripts/fence-rw-write.js";
 
 /** Phase 1: take the lock keys (all or none) and read the counters of `resources`. */
 export async function fenceAcquireOnNode(
@@ -35,6 +36,31 @@ export async function fenceAcquireOnNode(
     context,
   );
   return parseFenceReply(node.id, "fence-acquire", reply);
+}
+
+/**
+ * Phase 1 of a read-write lock's write lock: take the write key where no writer holds it and no
+ * reader's entry is live (else leave the writer's mark), and read the counter of `field`.
+ * `rwKeys`: the write key, the readers' sorted set, the writer-waiting mark.
+ */
+export async function fenceRwWriteOnNode(
+  node: RedisNode,
+  keys: FencingKeys,
+  rwKeys: readonly string[],
+  field: string,
+  token: string,
+  ttlMs: number,
+  writer: { readonly id: string; readonly ttlMs: number },
+  context: TaskContext,
+): Promise<FenceReply> {
+  const reply = await runScript(
+    node,
+    fenceRwWriteScript,
+    scriptKeys(keys, rwKeys),
+    [token, ttlMs, writer.id, writer.ttlMs, field],
+    context,
+  );
+  return parseFenceReply(node.id, "fence-rw-write", reply);
 }
 
 /** Phase 2: raise every counter of `resources` to `fence` if all are below it and we still own the keys. */

@@ -36,6 +36,7 @@ export interface FenceReply {
 /** The statuses each fencing script may answer. */
 export const FENCE_STATUSES = Object.freeze({
   "fence-acquire": ["OK", "BUSY", "NO_MARKER", "QUARANTINED", "NEEDS_REPAIR"],
+  "fence-rw-write": ["OK", "BUSY", "NO_MARKER", "QUARANTINED", "NEEDS_REPAIR"],
   "fence-ratchet": ["ACK", "NACK", "LOST", "NO_MARKER", "QUARANTINED", "NEEDS_REPAIR"],
   "fence-read": ["OK", "NO_MARKER", "QUARANTINED", "NEEDS_REPAIR"],
   "fence-repair": ["REPAIRED", "STALE", "NO_MARKER", "QUARANTINED"],

@@ -14,13 +14,18 @@
  * admits no new reader. The readers already in keep their leases; once they are gone, the writer's
  * next attempt gets in. A grant, the write lock's release, and a writer that gives up clear its
  * own mark.
+ *
+ * Fencing: on a client with the `fencing` option, a write attempt is the fenced one of
+ * `edge-redlock/fencing` (two phases, as a mutex's), which the option's value carries; a read
+ * attempt is the plain one, and a read lock carries no fence (see docs/fencing.md).
  * @module
  */
+import { InvalidArgumentError } from "../base/errors.js";
 import type { AttemptReport } from "../base/report.js";
 import { acquireWithBackoff } from "../core/backoff-waiting.js";
 import type { Engine } from "../core/engine.js";
 import { Lock, type LockOperations } from "../core/lock.js";
-import { cleanUpAcquisition } from "../core/operations/cleanup.js";
+import { cleanUpAcquisition, type NodeRelease } from "../core/operations/cleanup.js";
 import type { AcquireRequest, ResolvedOptions } from "../core/options.js";
 import { reasonPending } from "../core/quorum.js";
 import { randomToken } from "../core/token.js";
@@ -63,6 +68,10 @@ async function attemptReadWrite(
   operations: LockOperations,
   writer: WriterMark | undefined,
 ): Promise<{ lock?: Lock; report: AttemptReport }> {
+  const fenced = writer === undefined ? undefined : fencedWritesOf(request.options);
+  if (fenced !== undefined && writer !== undefined) {
+    return fenced.attemptWrite(engine, request, attempt, signal, operations, writer, rwReleaseOnNode);
+  }
   const { resources, keys, ttlMs, options } = request;
   // A fresh token per attempt: the cleanup of a failed attempt never touches a later one's entries.
   const token = randomToken();
@@ -100,6 +109,37 @@ async function attemptReadWrite(
   // The attempt's reader entries or write keys go; the writer's mark stays (it is still waiting).
   cleanUpAcquisition(engine, request, token, fan, undefined, undefined, rwReleaseOnNode);
   return { report };
+}
+
+/**
+ * What the `fencing` value of `edge-redlock/fencing` offers a write lock: its fenced attempt
+ * (`fence-rw-write`, then the mutex's ratchet, quarantine and repair; see `fencing/acquire.ts`).
+ * Found on the option's value, so the primitives never import the fencing module, as the core
+ * finds the mutex's fenced attempt there.
+ */
+export interface FencedWrites {
+  attemptWrite(
+    engine: Engine,
+    request: AcquireRequest,
+    attempt: number,
+    signal: AbortSignal | undefined,
+    operations: LockOperations,
+    writer: WriterMark,
+    release: NodeRelease,
+  ): Promise<{ lock?: Lock | undefined; report: AttemptReport }>;
+}
+
+/**
+ * The options' fenced write attempt, when they ask for fencing.
+ * @throws {InvalidArgumentError} when their fencing value has none (not `edge-redlock/fencing`'s).
+ */
+export function fencedWritesOf(o: ResolvedOptions): FencedWrites | undefined {
+  if (o.fencing === false) return undefined;
+  const fenced = o.fencing as Partial<FencedWrites>;
+  if (typeof fenced.attemptWrite !== "function") {
+    throw new InvalidArgumentError("this fencing value cannot fence a write lock: use fencing of edge-redlock/fencing");
+  }
+  return fenced as FencedWrites;
 }
 
 /** A writer gave up: clear its waiting mark where it is still the node's, in the background. */

@@ -6,10 +6,11 @@
  *
  * Cost, per acquisition: as a mutex, N requests (one script per node) and one round trip when the
  * lock is free; N per attempt while waiting, with backoff in between. Release, extend and verify:
- * N requests each, as a mutex's.
+ * N requests each, as a mutex's. A fenced write lock costs what a fenced mutex does: two round
+ * trips and up to 2N requests.
  * @module
  */
-import { InvalidArgumentError, LockHeldError } from "../base/errors.js";
+import { LockHeldError } from "../base/errors.js";
 import type { Engine } from "../core/engine.js";
 import type { Lock, LockOperations } from "../core/lock.js";
 import type { AcquireOptions, Redlock, UsingOptions } from "../core/redlock.js";
@@ -25,7 +26,7 @@ import {
   validateName,
 } from "./calls.js";
 import { rwExtendOnNode, rwReleaseOnNode, rwVerifyOnNode } from "./node-operations.js";
-import { acquireReadWrite, markTtlMs } from "./rw-attempts.js";
+import { acquireReadWrite, fencedWritesOf, markTtlMs } from "./rw-attempts.js";
 
 type Mode = "read" | "write";
 
@@ -34,8 +35,10 @@ type Mode = "read" | "write";
  * readers and writers. Each grant is a {@link Lock} of its own (its own token, extend, release,
  * signal, remainingMs), valid as a mutex is: a quorum, validity counted from before the first
  * send, less the drift allowance. A writer that waits stops new readers from joining, so writers do
- * not starve (readers may, under a steady stream of writers). Not fenced yet: a client with the
- * `fencing` option is refused.
+ * not starve (readers may, under a steady stream of writers). On a client with the `fencing`
+ * option of `edge-redlock/fencing`, every write lock carries `lock.fence`, from one sequence per
+ * read-write lock (monotonic across its writers, apart from any mutex's), exactly as a fenced
+ * mutex does; read locks carry none (`lock.fence` is `undefined`).
  *
  * @example
  * ```ts
@@ -136,9 +139,7 @@ export class ReadWriteLock {
   #call(ttlMs: number, options: UsingOptions | undefined, where: string, using = false, waits = false): Call {
     const call = prepareCall(this.#engine, ttlMs, options, where, using);
     if (waits) refuseNested(this.#engine, this.#held(call), where);
-    if (call.o.fencing !== false) {
-      throw new InvalidArgumentError(`${where}: read-write locks are not fenced yet; use a client without fencing`);
-    }
+    fencedWritesOf(call.o); // refuses a fencing value that cannot fence a write lock, before any send
     return call;
   }
 

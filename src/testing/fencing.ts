@@ -1,10 +1,11 @@
 /**
  * The fencing scripts' semantics in TypeScript, for the memory node: a line-by-line mirror of the
- * Lua in src/fencing/scripts/ and src/fencing/guard.ts. The differential test
+ * Lua in src/fencing/scripts/ and src/fencing/guard.ts (`fence-rw-write`: {@link runFencedWrite}). The differential test
  * (test/integration/fencing-differential.test.ts) checks that both answer alike on a real
  * redis-server, so tests built on the memory node say something about the real scripts.
  * @module
  */
+import { dropExpired, nodeNow, type PrimitiveStore } from "./primitives.js";
 
 /**
  * The part of a node the scripts need. A script's own `error(...)` is thrown as
@@ -160,4 +161,27 @@ export function runFenceScript(s: FenceStore, name: string, keys: string[], argv
     default:
       return undefined;
   }
+}
+
+/**
+ * `fence-rw-write` (src/fencing/scripts/fence-rw-write.ts): the health check and counter read of
+ * `fence-acquire`, then the write lock's step of `rw-write`, with our own write key taken as ours.
+ */
+export function runFencedWrite(s: FenceStore & PrimitiveStore, keys: string[], argv: string[]): unknown {
+  if (keys.length !== 7 || argv.length !== 5 || argv[4] === "") luaError("edge-redlock: bad fenced write lock call");
+  const fields = [argv[4] as string];
+  const [status, id] = health(s, keys, fields);
+  if (status !== "OK") return [status, "0", id];
+  const [, fence] = highest(s, keys, fields);
+  const [write, readers, mark] = keys.slice(4) as [string, string, string];
+  const [token, ttl, writer, markTtl] = argv as [string, string, string, string];
+  dropExpired(s, readers, nodeNow(s));
+  const holder = s.get(write);
+  if ((holder !== undefined && holder !== token) || s.exists(readers)) {
+    if (markTtl !== "0") s.set(mark, writer, Number(markTtl));
+    return ["BUSY", fence, id];
+  }
+  s.set(write, token, Number(ttl));
+  if (s.get(mark) === writer) s.del(mark);
+  return ["OK", fence, id];
 }

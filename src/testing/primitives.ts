@@ -24,12 +24,12 @@ export interface PrimitiveStore {
 }
 
 /** The node's time as the scripts compute it from `TIME`: whole milliseconds. */
-function nodeNow(store: PrimitiveStore): number {
+export function nodeNow(store: PrimitiveStore): number {
   return Math.floor(store.now());
 }
 
 /** `ZREMRANGEBYSCORE key -inf now`: drop the readers whose entries expired. */
-function dropExpired(store: PrimitiveStore, key: string, now: number): void {
+export function dropExpired(store: PrimitiveStore, key: string, now: number): void {
   if (store.readSortedSet(key) === undefined) return;
   const zset = store.sortedSet(key);
   for (const [member, score] of zset) if (score <= now) zset.delete(member);

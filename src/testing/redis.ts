@@ -13,7 +13,7 @@
 import { NodeError } from "../base/errors.js";
 import type { Script } from "../core/scripts/script.js";
 import type { RedisArgument, RedisReply } from "../transport/rest.js";
-import { type FenceStore, runFenceScript, ScriptError } from "./fencing.js";
+import { type FenceStore, runFencedWrite, runFenceScript, ScriptError } from "./fencing.js";
 import { type GateState, type GateStore, runGate, runGateRelease } from "./gate.js";
 import { runPrimitiveScript } from "./primitives.js";
 import { libraryScripts, scriptBySha, scriptBySource } from "./scripts.js";
@@ -407,6 +407,8 @@ export class MemoryRedis implements GateStore, FenceStore {
         return runGate(this, keys, argv);
       case "gate-release":
         return runGateRelease(this, keys, argv);
+      case "fence-rw-write":
+        return runFencedWrite(this, keys, argv) as RedisReply;
       default: {
         const reply = runPrimitiveScript(this, name, keys, argv) ?? runFenceScript(this, name, keys, argv);
         if (reply === undefined) throw new Error(`the memory node has no model of script ${name}`);

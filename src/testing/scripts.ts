@@ -17,6 +17,7 @@ import { fenceQuarantineScript } from "../fencing/scripts/fence-quarantine.js";
 import { fenceRatchetScript } from "../fencing/scripts/fence-ratchet.js";
 import { fenceReadScript } from "../fencing/scripts/fence-read.js";
 import { fenceRepairScript } from "../fencing/scripts/fence-repair.js";
+import { fenceRwWriteScript } from "../fencing/scripts/fence-rw-write.js";
 import { rwExtendScript } from "../primitives/scripts/rw-extend.js";
 import { rwReadScript } from "../primitives/scripts/rw-read.js";
 import { rwReleaseScript } from "../primitives/scripts/rw-release.js";
@@ -44,6 +45,7 @@ export const libraryScripts: readonly Script[] = Object.freeze([
   fenceRepairScript,
   fenceQuarantineScript,
   fenceInitScript,
+  fenceRwWriteScript,
   fencedWriteScript,
   semaphoreProbeScript,
   rwReadScript,

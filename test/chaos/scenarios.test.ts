@@ -127,6 +127,18 @@ describe("chaos scenarios, seed 1", () => {
     }
   });
 
+  it("rw-fenced scenarios wrote the fenced counter under fenced write locks, and refused the paused writer", () => {
+    const fenced = (name: string) => {
+      const found = results.get(name);
+      expect(found, name).toBeDefined();
+      return (found as ScenarioResult).checks.counter.fenced;
+    };
+    // Under faults: fenced writes under write locks (the verdict says none was lost).
+    expect(fenced("rw-fenced-faults")?.writes).toBeGreaterThan(0);
+    // The paused writer's stale access was refused by its fence (the unfenced counter lost it).
+    expect(fenced("rw-fenced-pause")?.rejected).toBeGreaterThan(0);
+  });
+
   it("made the hot-key workers wait in line at their resource's gate node", () => {
     const hot = results.get("hot-key");
     expect(hot).toBeDefined();

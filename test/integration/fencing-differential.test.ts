@@ -2,7 +2,8 @@
  * Differential test: the fencing scripts on a real redis-server (through its REST bridge) and on
  * the memory node of `edge-redlock/testing` (their TypeScript mirror, src/testing/fencing.ts) give
  * the same answers to the same random sequences of commands, including corrupted data, restarts
- * (the namespace wiped) and expired quarantines. This is what lets the unit-level property tests,
+ * (the namespace wiped) and expired quarantines; and the fenced write lock of a read-write lock
+ * (`fence-rw-write`, the ratchet on its write key) among readers, marks and wrong types. This is what lets the unit-level property tests,
  * and users' tests on memory nodes, speak for the real scripts.
  */
 import fc from "fast-check";
@@ -17,7 +18,11 @@ import { fenceQuarantineScript } from "../../src/fencing/scripts/fence-quarantin
 import { fenceRatchetScript } from "../../src/fencing/scripts/fence-ratchet.js";
 import { fenceReadScript } from "../../src/fencing/scripts/fence-read.js";
 import { fenceRepairScript } from "../../src/fencing/scripts/fence-repair.js";
+import { fenceRwWriteScript } from "../../src/fencing/scripts/fence-rw-write.js";
 import { restNode } from "../../src/index.js";
+import { primitiveKey } from "../../src/primitives/calls.js";
+import { rwReadScript } from "../../src/primitives/scripts/rw-read.js";
+import { rwReleaseScript } from "../../src/primitives/scripts/rw-release.js";
 import { memoryNode } from "../../src/testing/index.js";
 import type { RedisArgument, RedisNode, RedisReply } from "../../src/transport/rest.js";
 import { uniqueKey } from "./support/nodes.js";
@@ -28,6 +33,8 @@ const token = fc.constantFrom("tokA", "tokB");
 const resources = fc.subarray(["a", "b"], { minLength: 1 });
 const fence = fc.constantFrom("0", "1", "2", "5", "10", "9007199254740991", "01", "x");
 const id = fc.constantFrom("aa11", "bb22", "zz");
+/** The counter field of the read-write lock `d`: its write key without the prefix. */
+const W = primitiveKey("", "rw", "d", "write");
 
 /** One step, as data: a script call or a direct manipulation of the namespace. */
 type Op =
@@ -42,7 +49,12 @@ type Op =
   | { kind: "expire-quarantine" }
   | { kind: "restart" }
   | { kind: "corrupt-counter"; resource: string; value: string }
-  | { kind: "corrupt-marker"; value: string };
+  | { kind: "corrupt-marker"; value: string }
+  | { kind: "rw-write"; token: string; writer: string; markTtl: string; field: string }
+  | { kind: "rw-read"; token: string }
+  | { kind: "rw-ratchet"; token: string; fence: string }
+  | { kind: "rw-release"; token: string }
+  | { kind: "rw-corrupt-readers" };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant("acquire" as const), token, resources }) },
@@ -72,6 +84,28 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
 );
 
+/** The steps above, and those of a read-write lock `d` with a fenced write lock. */
+const rwOp: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 12, arbitrary: op },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant("rw-write" as const),
+      token,
+      writer: fc.constantFrom("w1", "w2"),
+      markTtl: fc.constantFrom("0", "60000"),
+      field: fc.constantFrom(W, W, W, ""),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("rw-read" as const), token: fc.constantFrom("r1", "r2") }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("rw-ratchet" as const), token, fence }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant("rw-release" as const), token: fc.constantFrom("tokA", "tokB", "r1") }),
+  },
+  { weight: 1, arbitrary: fc.constant({ kind: "rw-corrupt-readers" as const }) },
+);
+
 /** What a call answered, normalised so that both sides' error texts compare. */
 type Answer = { reply: RedisReply } | { error: string };
 
@@ -96,6 +130,11 @@ class Side {
 
   private lockKeys(resources: readonly string[]): string[] {
     return resources.map((r) => this.prefix + r);
+  }
+
+  /** The read-write lock `d`'s keys: write key, readers, writer-waiting mark. */
+  private get rw(): string[] {
+    return ["write", "readers", "writer-waiting"].map((part) => primitiveKey(this.prefix, "rw", "d", part));
   }
 
   private async script(script: Script, keys: string[], args: RedisArgument[]): Promise<Answer> {
@@ -143,11 +182,26 @@ class Side {
           [`${this.prefix}guard`, `${this.prefix}record`],
           [step.fence, step.token, `by ${step.token}`],
         );
+      case "rw-write":
+        return this.script(
+          fenceRwWriteScript,
+          [...four, ...this.rw],
+          [step.token, 60_000, step.writer, step.markTtl, step.field],
+        );
+      case "rw-read":
+        return this.script(rwReadScript, this.rw, [step.token, 60_000]);
+      case "rw-ratchet":
+        return this.script(fenceRatchetScript, [...four, this.rw[0] as string], [step.token, step.fence, W]);
+      case "rw-release":
+        return this.script(rwReleaseScript, this.rw, [step.token, "w1"]);
+      case "rw-corrupt-readers":
+        await this.command("SET", this.rw[1] as string, "not a sorted set");
+        return undefined;
       case "expire-quarantine":
         await this.command("DEL", k.quarantine);
         return undefined;
       case "restart":
-        await this.command("DEL", ...four, ...this.lockKeys(["a", "b"]));
+        await this.command("DEL", ...four, ...this.lockKeys(["a", "b"]), ...this.rw);
         return undefined;
       case "corrupt-counter":
         await this.command("HSET", k.counters, step.resource, step.value);
@@ -247,5 +301,51 @@ describe("fencing scripts: real redis-server versus the memory node", () => {
     expect(statuses).toContain("edge-redlock: corrupt fence counter");
     expect(statuses).toContain("edge-redlock: corrupt incarnation marker");
     expect(statuses).toContain("edge-redlock: invalid proposed fence");
+  }, 120_000);
+
+  it("the fenced write lock's phase 1, and the ratchet on its write key, answer alike", async () => {
+    let compared = 0;
+    const rwStatuses = new Set<string>();
+    await fc.assert(
+      fc.asyncProperty(fc.boolean(), fc.array(rwOp, { minLength: 1, maxLength: 25 }), async (initialised, tail) => {
+        const start: Op[] = [
+          { kind: "init", id: "aa11" },
+          { kind: "rw-write", token: "tokA", writer: "w1", markTtl: "0", field: W },
+          { kind: "rw-ratchet", token: "tokA", fence: "5" },
+        ];
+        const steps = initialised ? [...start, ...tail] : tail;
+        const prefix = `${uniqueKey("fence-diff-rw")}:`;
+        const real = new Side(restNode(endpoint), prefix);
+        const model = new Side(memoryNode({ id: "model" }), prefix);
+        for (const [index, step] of steps.entries()) {
+          const expected = await real.apply(step);
+          const actual = await model.apply(step);
+          expect(actual, `step ${index}: ${JSON.stringify(step)}`).toEqual(expected);
+          if (expected && step.kind.startsWith("rw-")) {
+            compared++;
+            const { reply, error } = expected as { reply?: RedisReply; error?: string };
+            rwStatuses.add(`${step.kind} ${error ?? JSON.stringify(Array.isArray(reply) ? reply[0] : reply)}`);
+          }
+        }
+      }),
+      { numRuns: 100, seed: 31 },
+    );
+    expect(compared).toBeGreaterThan(300);
+    // The fenced write lock's phase 1 and its ratchet on the write key reached their answers too.
+    for (const answer of [
+      'rw-write "OK"',
+      'rw-write "BUSY"',
+      'rw-write "NO_MARKER"',
+      'rw-write "QUARANTINED"',
+      'rw-write "NEEDS_REPAIR"',
+      "rw-write WRONGTYPE",
+      "rw-write edge-redlock: bad fenced write lock call",
+      'rw-ratchet "ACK"',
+      'rw-ratchet "LOST"',
+      "rw-read 0",
+      "rw-read 1",
+    ]) {
+      expect(rwStatuses, answer).toContain(answer);
+    }
   }, 120_000);
 });

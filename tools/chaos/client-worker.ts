@@ -342,8 +342,8 @@ export class Worker {
   /** Reads the counters the holder is about to increment (only while the lock is still trusted). */
   read(): Promise<Read> {
     const lock = this.#lock;
-    // A semaphore's holders are several at once, and readers write nothing: no counter under them.
-    if (!lock || lock.signal.aborted || this.#primitives) return Promise.resolve({});
+    // Counters under exclusive grants only: a mutex, or a fenced write lock (no permit or reader has a fence).
+    if (!lock || lock.signal.aborted || (this.#primitives && lock.fence === undefined)) return Promise.resolve({});
     return readCounters(this.#counters, lock, this.#names(lock.resources).resource);
   }
 

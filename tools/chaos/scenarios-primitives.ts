@@ -1,9 +1,13 @@
 /**
  * The scenarios of the semaphore and the read-write lock: their random workloads under faults,
  * the issue's counterexample as a fixed schedule, and the negative controls that checkers 6 and 7
- * must catch (the count-per-node design of other libraries; a read lock that ignores the writer).
+ * must catch (the count-per-node design of other libraries; a read lock that ignores the writer);
+ * and the fenced write lock: the fenced counter, written under write locks only, loses no update
+ * under faults, nor when a writer pauses past its lease (whose stale write the unfenced counter
+ * takes, the control that shows the pause happened).
  * @module
  */
+import { drivers } from "./drivers.js";
 import { pairsFirst, readerBesideWriter } from "./drivers-primitives.js";
 import type { Scenario } from "./scenario.js";
 
@@ -32,6 +36,30 @@ export const PRIMITIVE_SCENARIOS: readonly Scenario[] = [
     faults,
     primitive: { kind: "rw", writeShare: 0.3 },
     targets: one,
+  },
+  {
+    ...base,
+    name: "rw-fenced-faults",
+    kind: "safe",
+    fencing: true,
+    description:
+      "a read-write lock with fenced write locks (half the grants) under the same faults: the fenced counter, written under write locks, loses no update",
+    faults,
+    primitive: { kind: "rw", writeShare: 0.5 },
+    targets: one,
+  },
+  {
+    ...base,
+    name: "rw-fenced-pause",
+    kind: "control",
+    mustFire: ["lostUnfenced"],
+    unfencedLimit: true,
+    fencing: true,
+    description:
+      "S1 with a fenced write lock: the paused writer's stale write loses an update on the unfenced counter and is refused by the fenced one",
+    primitive: { kind: "rw", writeShare: 1 },
+    driver: drivers.unfencedPause,
+    driverClients: 2,
   },
   {
     ...base,
