@@ -48,6 +48,7 @@ import {
   validateName,
 } from "./calls.js";
 import { probeOnNode } from "./node-operations.js";
+import { waitInLine } from "./semaphore-line.js";
 
 /** The most permits a {@link Semaphore} may have: a probe reads every slot key in one request. */
 export const MAX_PERMITS = 256;
@@ -141,7 +142,11 @@ export class Semaphore {
     return runUsing(this.#redlock, call, permit, routine);
   }
 
-  /** Tries, probes and pauses until a slot is granted or `maxRounds` pauses' worth of rounds are spent. */
+  /**
+   * A try of a slot picked at random; when it is held, waiting in line (see `semaphore-line.ts`);
+   * when the line's gate does not answer, or for `tryAcquire()` (`maxRounds` 1), probes and tries
+   * with pauses until a slot is granted or `maxRounds` rounds are spent.
+   */
   async #take(call: Call, maxRounds: number): Promise<Lock> {
     const { o, signal, meter } = call;
     const keys = Array.from({ length: this.permits }, (_, i) =>
@@ -151,22 +156,45 @@ export class Semaphore {
     const base: AcquireRequest = { resources: [this.name], keys, ttlMs: call.ttlMs, options: o, meter };
     const reports: AttemptReport[] = [];
     const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : o.clock.now() + o.acquireTimeoutMs;
+    const trySlot = async (slot: number) => {
+      const request = { ...base, keys: [keys[slot] as string] };
+      const result = await attemptAcquire(this.#engine, request, reports.length + 1, signal, this.#operations);
+      reports.push(result.report);
+      if (result.lock) this.#own.set(keys[slot] as string, result.lock);
+      return result;
+    };
     let slot = this.#pick(keys);
     let probed = false;
+    let lined = maxRounds <= 1;
     for (let rounds = 0; ; ) {
       if (signal?.aborted) throw abortedError(base.resources, reports, signal.reason);
       if (slot !== undefined) {
-        const request = { ...base, keys: [keys[slot] as string] };
-        checkBudget(request, reports, meter.sent, nodeCount, nodeCount);
-        const result = await attemptAcquire(this.#engine, request, reports.length + 1, signal, this.#operations);
-        reports.push(result.report);
-        if (result.lock) {
-          this.#own.set(keys[slot] as string, result.lock);
-          return result.lock;
-        }
-        stopAfter(request, result.report, reports, signal, false);
+        checkBudget(base, reports, meter.sent, nodeCount, nodeCount);
+        const result = await trySlot(slot);
+        if (result.lock) return result.lock;
+        stopAfter(base, result.report, reports, signal, false);
         // Held elsewhere: find another. An outage: the same slot after a pause.
         if (refusalReason(outcomesOf(result.report), o.quorum) === "held") slot = undefined;
+      }
+      if (slot === undefined && !lined) {
+        lined = true;
+        const granted = await waitInLine({
+          engine: this.#engine,
+          o,
+          signal,
+          meter,
+          request: base,
+          reports,
+          deadline,
+          own: (i) => this.#holds(keys[i] as string),
+          trySlot,
+          probe: (gate) => {
+            checkBudget(base, reports, meter.sent, 1, nodeCount);
+            return this.#probe(o, keys, signal, meter, gate);
+          },
+          failure: () => this.#failure(reports, o),
+        });
+        if (granted !== "gate-down") return granted;
       }
       if (slot === undefined && !probed) {
         probed = true;
@@ -191,6 +219,14 @@ export class Semaphore {
     }
   }
 
+  /** Whether this instance holds a live permit on the slot `key`. */
+  #holds(key: string): boolean {
+    const own = this.#own.get(key);
+    if (own !== undefined && !own.released && own.remainingMs() > 0) return true;
+    if (own !== undefined) this.#own.delete(key);
+    return false;
+  }
+
   /**
    * A slot picked at random among those not held by this instance's live permits and, given
    * `held` (a probe's answer), free there too; `undefined` when there is none.
@@ -198,24 +234,23 @@ export class Semaphore {
   #pick(keys: readonly string[], held?: readonly boolean[]): number | undefined {
     const candidates: number[] = [];
     keys.forEach((key, i) => {
-      if (held?.[i] === true) return;
-      const own = this.#own.get(key);
-      if (own !== undefined && !own.released && own.remainingMs() > 0) return;
-      if (own !== undefined) this.#own.delete(key);
-      candidates.push(i);
+      if (held?.[i] !== true && !this.#holds(key)) candidates.push(i);
     });
     return candidates.length === 0 ? undefined : candidates[Math.floor(Math.random() * candidates.length)];
   }
 
-  /** Which slots the next node in turn holds (one request); `undefined` when it did not answer. */
+  /** Which slots the next node in turn (never `skip`) holds (one request); `undefined` when it did not answer. */
   async #probe(
     o: ResolvedOptions,
     keys: readonly string[],
     signal: AbortSignal | undefined,
     meter: Call["meter"],
+    skip?: number,
   ): Promise<boolean[] | undefined> {
+    const count = this.#engine.nodes.length;
+    if (this.#probeNode === skip && count > 1) this.#probeNode = (this.#probeNode + 1) % count;
     const index = this.#probeNode;
-    this.#probeNode = (index + 1) % this.#engine.nodes.length;
+    this.#probeNode = (index + 1) % count;
     let held: boolean[] | undefined;
     const fan = this.#engine.fan(
       o,
