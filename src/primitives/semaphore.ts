@@ -12,19 +12,27 @@
  * Finding a free slot, and what it costs (N nodes, requests counted per acquisition):
  * - first a fan-out on one slot picked at random among those this instance does not hold: N
  *   requests, one round trip, as a mutex (a random start spreads callers over the slots);
- * - when that slot is held, one node is asked which slots it holds (one request, one script that
- *   reads every slot key), and a slot free there, picked at random, gets the next fan-out: 2N + 1
- *   requests in all. Each probe reads the next node in turn, so no one node's stale view (a
- *   restart, a failed attempt not yet cleaned up) traps a waiter;
- * - while every slot is held, a waiter probes one node per round (one request) with the backoff
- *   of `retryBaseDelayMs` / `retryMaxDelayMs` (or `retryDelay`) in between.
- * A round is a pause: `maxAttempts` bounds the rounds (`tryAcquire()` makes one, without pausing),
- * `acquireTimeoutMs`, the signal and `requestBudget` bound the whole call.
+ * - when that slot is held, the caller joins the semaphore's line (see `semaphore-line.ts`): one
+ *   request to its gate node answers its rank and which slots are free there, and when its rank is
+ *   below the number of free slots, the free slot at its rank gets the next fan-out: 2N + 1
+ *   requests in all (and, in the background, one more to leave the line);
+ * - while every slot is held, or more wait ahead than slots are free, a waiter polls the line (one
+ *   request) at most 10 times a second, further apart as the wait grows when the request budget
+ *   would not last; the first in line also reads another node once in 4 polls that found nothing
+ *   free, so a key the gate keeps alone (a failed attempt's) does not trap the line.
+ * `maxAttempts` bounds the fan-outs, `acquireTimeoutMs`, the signal and `requestBudget` (with
+ * room kept for the take, the release and leaving the line) the whole call; a waiter that does not
+ * move up the line for as long as the backoff would have waited between `maxAttempts` attempts
+ * gives up (`LockHeldError`).
  *
- * Fairness: none beyond the backoff's. Waiters are not served first come, first served (the gate
- * line of `waiting/` is per key set), and waiters that pick the same free slot at once may split
- * its votes and all retry after a pause. Permits are not fenced: a fence orders the holders of one
- * lock, and permits are held side by side by design; the `fencing` option does not apply to them.
+ * Fairness: waiters that found their first pick held are served first come, first served, across
+ * isolates. A caller's first try does not queue (as a mutex's first fan-out), so a caller that
+ * arrives while a permit is free takes it even with waiters in line whose next poll has not come.
+ * When the line's gate node does not answer, the call falls back to the backoff of
+ * `retryBaseDelayMs` / `retryMaxDelayMs` (or `retryDelay`), probing one node per round, the next in
+ * turn; `tryAcquire()` never waits in line (a try, one probe, a try of a slot free there). Safety
+ * never depends on the line. Permits are not fenced: a fence orders the holders of one lock, and
+ * permits are held side by side by design; the `fencing` option does not apply to them.
  * @module
  */
 import { InvalidArgumentError, LockHeldError, type RedlockError } from "../base/errors.js";
@@ -104,7 +112,8 @@ export class Semaphore {
    * Take a permit, waiting (see the module's documentation) while every permit is held.
    * @param ttlMs lease in milliseconds, as for a lock.
    * @param options as for `Redlock.acquire()`.
-   * @throws {LockHeldError} every permit stayed held through `maxAttempts` rounds.
+   * @throws {LockHeldError} every permit stayed held: the waiter did not move up the line for its
+   * patience, or spent `maxAttempts` fan-outs (with the line's gate down: `maxAttempts` rounds).
    * @throws {QuorumUnavailableError | ValidityExhaustedError | AcquireTimeoutError | AbortedError | RequestBudgetError | ConfigurationError | InvalidArgumentError} as `Redlock.acquire()`.
    */
   async acquire(ttlMs: number, options?: AcquireOptions): Promise<Lock> {
