@@ -37,7 +37,7 @@ import { semaphoreLineScript } from "./scripts/semaphore-line.js";
 export const MIN_POLL_GAP_MS = 100;
 /** Shortest pause between two polls of a waiter more than {@link FAR_BACK} places behind its turn. */
 export const FAR_BACK_POLL_GAP_MS = 500;
-/** Waiters this many places or more behind their turn poll at most twice a second. */
+/** Waiters with this many more ahead of them than slots are free poll at most twice a second. */
 export const FAR_BACK = 6;
 
 /**
@@ -117,7 +117,7 @@ export function slotByRank(
 
 /**
  * Pause before the next poll, in ms: {@link MIN_POLL_GAP_MS} ({@link FAR_BACK_POLL_GAP_MS} when
- * `behind`, the places between us and our turn, is {@link FAR_BACK} or more), wider as the wait
+ * `behind`, how many more wait ahead of us than slots are free, is {@link FAR_BACK} or more), wider as the wait
  * grows when the request budget would not last: the polls it still allows (`pollsLeft`) spaced
  * in a geometric progression from the time waited so far (`waitedMs`) to the end of the waiting
  * (`waitLeftMs` more), so that a turn that comes soon is seen within the least gap, and a waiter
@@ -134,9 +134,12 @@ export function pollGap(behind: number, waitedMs: number, waitLeftMs: number, po
   return Math.min(Math.max(least, from * (ratio - 1)), MAX_DELAY_MS);
 }
 
-/** A place in line lasts until the next poll is overdue by this margin: a request deadline twice, a second at least. */
+/**
+ * A place in line lasts until the next poll is overdue by this margin: three request deadlines (a
+ * poll, then a probe or a fan-out, then the next poll), a second at least.
+ */
 export function leaseFor(gapMs: number, requestTimeoutMs: number): number {
-  return gapMs + Math.max(2 * requestTimeoutMs, 1000);
+  return gapMs + Math.max(3 * requestTimeoutMs, 1000);
 }
 
 /**
@@ -200,6 +203,7 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
   let bestRank = Number.POSITIVE_INFINITY;
   let inLine = false;
   let headPolls = 0;
+  let behind = 0;
   const suspects = new Map<number, number>();
   // After a poll: a take (N) and leaving (1), with the release (N) that checkBudget keeps.
   const reserve = nodeCount + 1;
@@ -220,9 +224,15 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
       checkBudget(request, reports, seat.meter.sent, 1 + reserve, nodeCount);
     }
     const waitLeft = Math.min(seat.deadline, patient ? patienceUntil : Number.POSITIVE_INFINITY) - now;
-    const gap = pollGap(bestRank === Number.POSITIVE_INFINITY ? 0 : bestRank, now - started, waitLeft, pollsLeft - 1);
+    const gap = pollGap(behind, now - started, waitLeft, pollsLeft - 1);
     const answer = await pollLine(seat, gate, keys, waiter, leaseFor(gap, o.requestTimeoutMs));
-    if (answer === undefined) return "gate-down";
+    if (answer === undefined) {
+      if (seat.signal?.aborted) {
+        out();
+        throw abortedError(request.resources, reports, seat.signal.reason);
+      }
+      return "gate-down";
+    }
     inLine = true;
     const at = o.clock.now();
     for (const [slot, until] of suspects) if (until <= at || answer.held[slot]) suspects.delete(slot);
@@ -230,14 +240,16 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
       bestRank = answer.rank;
       patienceUntil = at + patienceMs;
     }
-    let slot = slotByRank(answer.rank, answer.held, (i) => seat.own(i) || suspects.has(i));
+    const skip = (i: number) => seat.own(i) || suspects.has(i);
+    let slot = slotByRank(answer.rank, answer.held, skip);
+    behind = Math.max(0, answer.rank - answer.held.filter((held, i) => !held && !skip(i)).length);
     headPolls = answer.rank === 0 && slot === undefined ? headPolls + 1 : 0;
     if (headPolls >= PROBE_EVERY && pollsLeft - 1 >= 1) {
       // First in line, and the gate shows every slot held: it may keep a key that no quorum
       // holds (a failed attempt's, its cleanup lost). Another node's view names such a slot.
       headPolls = 0;
       const other = await seat.probe(gate);
-      if (other !== undefined) slot = slotByRank(0, other, (i) => seat.own(i) || suspects.has(i));
+      if (other !== undefined) slot = slotByRank(0, other, skip);
     }
     if (slot !== undefined) {
       if (reports.length >= o.maxAttempts) {
