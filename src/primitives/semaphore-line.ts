@@ -46,6 +46,37 @@ export const FAR_BACK = 6;
  */
 export const PROBE_EVERY = 4;
 
+/** How long a line stays hot in an isolate after a poll that found others waiting or nothing free for us, in ms. */
+export const HOT_MS = 2000;
+
+/** Per client, the lines this isolate saw busy lately: line key → until when (the options' clock). */
+const hotLines = new WeakMap<Engine, Map<string, number>>();
+
+/**
+ * Whether this isolate saw the line busy lately: its next caller then joins the line at once
+ * instead of trying a slot first, so that a client that releases a permit and takes another
+ * right away goes to the back of the line, as does anyone else who arrives while waiters wait.
+ */
+export function isHot(engine: Engine, lineKey: string, now: number): boolean {
+  const lines = hotLines.get(engine);
+  const until = lines?.get(lineKey);
+  if (until === undefined) return false;
+  if (until > now) return true;
+  lines?.delete(lineKey);
+  return false;
+}
+
+function markHot(engine: Engine, lineKey: string, until: number): void {
+  let lines = hotLines.get(engine);
+  if (lines === undefined) {
+    lines = new Map();
+    hotLines.set(engine, lines);
+  }
+  // Bounded: the lines of names no longer in use drop out when it grows.
+  if (lines.size >= 1024) for (const [key, at] of lines) if (at <= until - HOT_MS) lines.delete(key);
+  lines.set(lineKey, until);
+}
+
 /** What one poll of the line said. */
 export interface LineAnswer {
   /** Our place in line, 0 first. */
@@ -243,6 +274,7 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
     const skip = (i: number) => seat.own(i) || suspects.has(i);
     let slot = slotByRank(answer.rank, answer.held, skip);
     behind = Math.max(0, answer.rank - answer.held.filter((held, i) => !held && !skip(i)).length);
+    if (answer.length > 1 || slot === undefined) markHot(engine, keys[0], at + HOT_MS);
     headPolls = answer.rank === 0 && slot === undefined ? headPolls + 1 : 0;
     if (headPolls >= PROBE_EVERY && pollsLeft - 1 >= 1) {
       // First in line, and the gate shows every slot held: it may keep a key that no quorum

@@ -27,7 +27,9 @@
  *
  * Fairness: waiters that found their first pick held are served first come, first served, across
  * isolates. A caller's first try does not queue (as a mutex's first fan-out), so a caller that
- * arrives while a permit is free takes it even with waiters in line whose next poll has not come.
+ * arrives while a permit is free takes it even with waiters in line whose next poll has not come;
+ * but while its client has seen the line busy lately (`isHot`), a caller joins the line at once,
+ * so a client that releases a permit and takes another right away goes to the back.
  * When the line's gate node does not answer, the call falls back to the backoff of
  * `retryBaseDelayMs` / `retryMaxDelayMs` (or `retryDelay`), probing one node per round, the next in
  * turn; `tryAcquire()` never waits in line (a try, one probe, a try of a slot free there). Safety
@@ -56,7 +58,7 @@ import {
   validateName,
 } from "./calls.js";
 import { probeOnNode } from "./node-operations.js";
-import { waitInLine } from "./semaphore-line.js";
+import { isHot, lineKeys, waitInLine } from "./semaphore-line.js";
 
 /** The most permits a {@link Semaphore} may have: a probe reads every slot key in one request. */
 export const MAX_PERMITS = 256;
@@ -172,9 +174,11 @@ export class Semaphore {
       if (result.lock) this.#own.set(keys[slot] as string, result.lock);
       return result;
     };
-    let slot = this.#pick(keys);
-    let probed = false;
     let lined = maxRounds <= 1;
+    // While this isolate sees waiters in line, a caller joins the line at once (see `isHot`).
+    const hot = !lined && isHot(this.#engine, lineKeys(o.keyPrefix, this.name)[0], o.clock.now());
+    let slot = hot ? undefined : this.#pick(keys);
+    let probed = false;
     for (let rounds = 0; ; ) {
       if (signal?.aborted) throw abortedError(base.resources, reports, signal.reason);
       if (slot !== undefined) {

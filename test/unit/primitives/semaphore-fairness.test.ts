@@ -156,6 +156,73 @@ describe("first come, first served", () => {
   });
 });
 
+describe("coming back", () => {
+  it("a client that waited lately and takes a permit again right after its release goes to the back of the line", async () => {
+    const nodes = memoryNodes(3);
+    const name = "again";
+    const holder = await new Semaphore(new Redlock({ nodes }), name, 1).acquire(30_000);
+    const a = new Semaphore(new Redlock({ nodes }), name, 1);
+    const b = new Semaphore(new Redlock({ nodes }), name, 1);
+    const [lineKey] = lineKeys("", name);
+    const gate = nodes[lineGate(lineKey, 3)] as MemoryNode;
+    const lineLength = () => gate.command(["ZCARD", lineKey], new AbortController().signal);
+    const order: string[] = [];
+    const options = { maxAttempts: 1000, acquireTimeoutMs: 20_000 };
+    const first = a.acquire(30_000, options).then((permit) => {
+      order.push("a");
+      return permit;
+    });
+    for (let i = 0; i < 100 && (await lineLength()) !== 1; i++) await sleep(10);
+    const second = b.acquire(30_000, options).then((permit) => {
+      order.push("b");
+      return permit;
+    });
+    for (let i = 0; i < 100 && (await lineLength()) !== 2; i++) await sleep(10);
+    await holder.release();
+    const permitA = await first;
+    // A releases and comes back at once, before B's next poll: it joins the line behind B.
+    await permitA.release();
+    const again = a.acquire(30_000, options).then((permit) => {
+      order.push("a");
+      return permit;
+    });
+    const next = await Promise.race([second, again]);
+    expect(order).toEqual(["a", "b"]);
+    await next.release();
+    await (await again).release();
+    await (await second).release();
+    expect(order).toEqual(["a", "b", "a"]);
+  });
+});
+
+describe("leaving the line", () => {
+  it("a waiter that gives up (its signal, its deadline) leaves the line at once: the next is first", async () => {
+    const nodes = memoryNodes(3);
+    const name = "leaving";
+    const holder = await new Semaphore(new Redlock({ nodes }), name, 1).acquire(30_000);
+    const [lineKey] = lineKeys("", name);
+    const gate = nodes[lineGate(lineKey, 3)] as MemoryNode;
+    const line = async () => (await gate.command(["ZRANGE", lineKey, 0, -1], new AbortController().signal)) as string[];
+    const controller = new AbortController();
+    const aborting = new Redlock({ nodes });
+    const aborted = new Semaphore(aborting, name, 1)
+      .acquire(30_000, { signal: controller.signal, maxAttempts: 1000 })
+      .catch((e: unknown) => e);
+    const timing = new Redlock({ nodes });
+    const timedOut = new Semaphore(timing, name, 1).acquire(30_000, { acquireTimeoutMs: 400 }).catch((e: unknown) => e);
+    for (let i = 0; i < 100 && (await line()).length < 2; i++) await sleep(10);
+    expect(await line()).toHaveLength(2);
+    controller.abort(new Error("stop"));
+    expect(await aborted).toMatchObject({ code: "ABORTED" });
+    await aborting.settled();
+    expect(await line()).toHaveLength(1);
+    expect(await timedOut).toMatchObject({ code: "ACQUIRE_TIMEOUT" });
+    await timing.settled();
+    expect(await line()).toEqual([]);
+    await holder.release();
+  });
+});
+
 describe("the gate down", () => {
   it("waiters are still granted, by backoff, and never more than k hold at once", async () => {
     const nodes = memoryNodes(3);
