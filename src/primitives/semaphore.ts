@@ -12,19 +12,29 @@
  * Finding a free slot, and what it costs (N nodes, requests counted per acquisition):
  * - first a fan-out on one slot picked at random among those this instance does not hold: N
  *   requests, one round trip, as a mutex (a random start spreads callers over the slots);
- * - when that slot is held, one node is asked which slots it holds (one request, one script that
- *   reads every slot key), and a slot free there, picked at random, gets the next fan-out: 2N + 1
- *   requests in all. Each probe reads the next node in turn, so no one node's stale view (a
- *   restart, a failed attempt not yet cleaned up) traps a waiter;
- * - while every slot is held, a waiter probes one node per round (one request) with the backoff
- *   of `retryBaseDelayMs` / `retryMaxDelayMs` (or `retryDelay`) in between.
- * A round is a pause: `maxAttempts` bounds the rounds (`tryAcquire()` makes one, without pausing),
- * `acquireTimeoutMs`, the signal and `requestBudget` bound the whole call.
+ * - when that slot is held, the caller joins the semaphore's line (see `semaphore-line.ts`): one
+ *   request to its gate node answers its rank and which slots are free there, and when its rank is
+ *   below the number of free slots, the free slot at its rank gets the next fan-out: 2N + 1
+ *   requests in all (and, in the background, one more to leave the line);
+ * - while every slot is held, or more wait ahead than slots are free, a waiter polls the line (one
+ *   request) at most 10 times a second, further apart as the wait grows when the request budget
+ *   would not last; the first in line also reads another node once in 4 polls that found nothing
+ *   free, so a key the gate keeps alone (a failed attempt's) does not trap the line.
+ * `maxAttempts` bounds the fan-outs, `acquireTimeoutMs`, the signal and `requestBudget` (with
+ * room kept for the take, the release and leaving the line) the whole call; a waiter that does not
+ * move up the line for as long as the backoff would have waited between `maxAttempts` attempts
+ * gives up (`LockHeldError`).
  *
- * Fairness: none beyond the backoff's. Waiters are not served first come, first served (the gate
- * line of `waiting/` is per key set), and waiters that pick the same free slot at once may split
- * its votes and all retry after a pause. Permits are not fenced: a fence orders the holders of one
- * lock, and permits are held side by side by design; the `fencing` option does not apply to them.
+ * Fairness: waiters that found their first pick held are served first come, first served, across
+ * isolates. A caller's first try does not queue (as a mutex's first fan-out), so a caller that
+ * arrives while a permit is free takes it even with waiters in line whose next poll has not come;
+ * but while its client has seen the line busy lately (`isHot`), a caller joins the line at once,
+ * so a client that releases a permit and takes another right away goes to the back.
+ * When the line's gate node does not answer, the call falls back to the backoff of
+ * `retryBaseDelayMs` / `retryMaxDelayMs` (or `retryDelay`), probing one node per round, the next in
+ * turn; `tryAcquire()` never waits in line (a try, one probe, a try of a slot free there). Safety
+ * never depends on the line. Permits are not fenced: a fence orders the holders of one lock, and
+ * permits are held side by side by design; the `fencing` option does not apply to them.
  * @module
  */
 import { InvalidArgumentError, LockHeldError, type RedlockError } from "../base/errors.js";
@@ -49,6 +59,7 @@ import {
   validateName,
 } from "./calls.js";
 import { probeOnNode } from "./node-operations.js";
+import { isHot, lineKeys, waitInLine } from "./semaphore-line.js";
 
 /** The most permits a {@link Semaphore} may have: a probe reads every slot key in one request. */
 export const MAX_PERMITS = 256;
@@ -104,7 +115,8 @@ export class Semaphore {
    * Take a permit, waiting (see the module's documentation) while every permit is held.
    * @param ttlMs lease in milliseconds, as for a lock.
    * @param options as for `Redlock.acquire()`.
-   * @throws {LockHeldError} every permit stayed held through `maxAttempts` rounds.
+   * @throws {LockHeldError} every permit stayed held: the waiter did not move up the line for its
+   * patience, or spent `maxAttempts` fan-outs (with the line's gate down: `maxAttempts` rounds).
    * @throws {QuorumUnavailableError | ValidityExhaustedError | AcquireTimeoutError | AbortedError | RequestBudgetError | ConfigurationError | InvalidArgumentError} as `Redlock.acquire()`.
    */
   async acquire(ttlMs: number, options?: AcquireOptions): Promise<Lock> {
@@ -149,7 +161,11 @@ export class Semaphore {
     return primitiveKey(call.o.keyPrefix, "semaphore", this.name, "");
   }
 
-  /** Tries, probes and pauses until a slot is granted or `maxRounds` pauses' worth of rounds are spent. */
+  /**
+   * A try of a slot picked at random; when it is held, waiting in line (see `semaphore-line.ts`);
+   * when the line's gate does not answer, or for `tryAcquire()` (`maxRounds` 1), probes and tries
+   * with pauses until a slot is granted or `maxRounds` rounds are spent.
+   */
   async #take(call: Call, maxRounds: number): Promise<Lock> {
     const { o, signal, meter } = call;
     const keys = Array.from({ length: this.permits }, (_, i) =>
@@ -159,22 +175,47 @@ export class Semaphore {
     const base: AcquireRequest = { resources: [this.name], keys, ttlMs: call.ttlMs, options: o, meter };
     const reports: AttemptReport[] = [];
     const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : o.clock.now() + o.acquireTimeoutMs;
-    let slot = this.#pick(keys);
+    const trySlot = async (slot: number) => {
+      const request = { ...base, keys: [keys[slot] as string] };
+      const result = await attemptAcquire(this.#engine, request, reports.length + 1, signal, this.#operations);
+      reports.push(result.report);
+      if (result.lock) this.#own.set(keys[slot] as string, result.lock);
+      return result;
+    };
+    let lined = maxRounds <= 1;
+    // While this isolate sees waiters in line, a caller joins the line at once (see `isHot`).
+    const hot = !lined && isHot(this.#engine, lineKeys(o.keyPrefix, this.name)[0], o.clock.now());
+    let slot = hot ? undefined : this.#pick(keys);
     let probed = false;
     for (let rounds = 0; ; ) {
       if (signal?.aborted) throw abortedError(base.resources, reports, signal.reason);
       if (slot !== undefined) {
-        const request = { ...base, keys: [keys[slot] as string] };
-        checkBudget(request, reports, meter.sent, nodeCount, nodeCount);
-        const result = await attemptAcquire(this.#engine, request, reports.length + 1, signal, this.#operations);
-        reports.push(result.report);
-        if (result.lock) {
-          this.#own.set(keys[slot] as string, result.lock);
-          return result.lock;
-        }
-        stopAfter(request, result.report, reports, signal, false);
+        checkBudget(base, reports, meter.sent, nodeCount, nodeCount);
+        const result = await trySlot(slot);
+        if (result.lock) return result.lock;
+        stopAfter(base, result.report, reports, signal, false);
         // Held elsewhere: find another. An outage: the same slot after a pause.
         if (refusalReason(outcomesOf(result.report), o.quorum) === "held") slot = undefined;
+      }
+      if (slot === undefined && !lined) {
+        lined = true;
+        const granted = await waitInLine({
+          engine: this.#engine,
+          o,
+          signal,
+          meter,
+          request: base,
+          reports,
+          deadline,
+          own: (i) => this.#holds(keys[i] as string),
+          trySlot,
+          probe: (gate) => {
+            checkBudget(base, reports, meter.sent, 1, nodeCount);
+            return this.#probe(o, keys, signal, meter, gate);
+          },
+          failure: () => this.#failure(reports, o),
+        });
+        if (granted !== "gate-down") return granted;
       }
       if (slot === undefined && !probed) {
         probed = true;
@@ -199,6 +240,14 @@ export class Semaphore {
     }
   }
 
+  /** Whether this instance holds a live permit on the slot `key`. */
+  #holds(key: string): boolean {
+    const own = this.#own.get(key);
+    if (own !== undefined && !own.released && own.remainingMs() > 0) return true;
+    if (own !== undefined) this.#own.delete(key);
+    return false;
+  }
+
   /**
    * A slot picked at random among those not held by this instance's live permits and, given
    * `held` (a probe's answer), free there too; `undefined` when there is none.
@@ -206,24 +255,23 @@ export class Semaphore {
   #pick(keys: readonly string[], held?: readonly boolean[]): number | undefined {
     const candidates: number[] = [];
     keys.forEach((key, i) => {
-      if (held?.[i] === true) return;
-      const own = this.#own.get(key);
-      if (own !== undefined && !own.released && own.remainingMs() > 0) return;
-      if (own !== undefined) this.#own.delete(key);
-      candidates.push(i);
+      if (held?.[i] !== true && !this.#holds(key)) candidates.push(i);
     });
     return candidates.length === 0 ? undefined : candidates[Math.floor(Math.random() * candidates.length)];
   }
 
-  /** Which slots the next node in turn holds (one request); `undefined` when it did not answer. */
+  /** Which slots the next node in turn (never `skip`) holds (one request); `undefined` when it did not answer. */
   async #probe(
     o: ResolvedOptions,
     keys: readonly string[],
     signal: AbortSignal | undefined,
     meter: Call["meter"],
+    skip?: number,
   ): Promise<boolean[] | undefined> {
+    const count = this.#engine.nodes.length;
+    if (this.#probeNode === skip && count > 1) this.#probeNode = (this.#probeNode + 1) % count;
     const index = this.#probeNode;
-    this.#probeNode = (index + 1) % this.#engine.nodes.length;
+    this.#probeNode = (index + 1) % count;
     let held: boolean[] | undefined;
     const fan = this.#engine.fan(
       o,

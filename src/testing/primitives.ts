@@ -1,8 +1,8 @@
 /**
  * The scripts of the semaphore and the read-write lock (src/primitives/scripts) in TypeScript, for
  * the memory node. test/integration/primitives-differential.test.ts checks that they answer like
- * the Lua on a real redis-server. Reader entries expire by the node's own clock, as the Lua's
- * `TIME` reads it (whole milliseconds).
+ * the Lua on a real redis-server. Reader entries and the leases of a semaphore's line expire by the
+ * node's own clock, as the Lua's `TIME` reads it (whole milliseconds).
  * @module
  */
 import type { RedisReply } from "../transport/rest.js";
@@ -56,6 +56,8 @@ export function runPrimitiveScript(
   switch (name) {
     case "semaphore-probe":
       return keys.map((key) => (store.exists(key) ? "h" : "f")).join("");
+    case "semaphore-line":
+      return semaphoreLine(store, keys, argv);
     case "rw-read": {
       if (store.exists(write) || store.exists(mark)) return 0;
       const now = nodeNow(store);
@@ -107,4 +109,33 @@ export function runPrimitiveScript(
     default:
       return undefined;
   }
+}
+
+/** The line of a semaphore's waiters on its gate node, as `semaphore-line.ts` keeps it. */
+function semaphoreLine(store: PrimitiveStore, keys: readonly string[], argv: readonly string[]): RedisReply {
+  const [waiter = "", mode = "", leaseArg = "0", kArg = "0"] = argv;
+  const k = Number(kArg);
+  const line = keys[k] as string;
+  const leases = keys[k + 1] as string;
+  const now = nodeNow(store);
+  for (const [member, expiry] of store.readSortedSet(leases) ?? []) {
+    if (expiry > now) continue;
+    if (store.readSortedSet(line)?.has(member)) store.sortedSet(line).delete(member);
+    store.sortedSet(leases).delete(member);
+  }
+  if (mode === "leave") {
+    if (store.readSortedSet(line)?.has(waiter)) store.sortedSet(line).delete(waiter);
+    if (store.readSortedSet(leases)?.has(waiter)) store.sortedSet(leases).delete(waiter);
+    return [-1, store.readSortedSet(line)?.size ?? 0, ""];
+  }
+  if (!store.readSortedSet(line)?.has(waiter)) {
+    const last = Math.max(0, ...(store.readSortedSet(line)?.values() ?? []));
+    store.sortedSet(line).set(waiter, last + 1);
+  }
+  const lease = Number(leaseArg);
+  store.sortedSet(leases).set(waiter, now + lease);
+  for (const key of [line, leases]) if (store.pttl(key) < lease + 1000) store.pexpire(key, lease + 1000);
+  const order = [...(store.readSortedSet(line) ?? [])].sort(([a, x], [b, y]) => x - y || (a < b ? -1 : a > b ? 1 : 0));
+  const slots = keys.slice(0, k).map((key) => (store.exists(key) ? "h" : "f"));
+  return [order.findIndex(([member]) => member === waiter), order.length, slots.join("")];
 }

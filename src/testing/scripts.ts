@@ -23,6 +23,7 @@ import { rwReadScript } from "../primitives/scripts/rw-read.js";
 import { rwReleaseScript } from "../primitives/scripts/rw-release.js";
 import { rwVerifyScript } from "../primitives/scripts/rw-verify.js";
 import { rwWriteScript } from "../primitives/scripts/rw-write.js";
+import { semaphoreLineScript } from "../primitives/scripts/semaphore-line.js";
 import { semaphoreProbeScript } from "../primitives/scripts/semaphore-probe.js";
 import { gateScript } from "../waiting/scripts/gate.js";
 import { gateReleaseScript } from "../waiting/scripts/gate-release.js";
@@ -48,6 +49,7 @@ export const libraryScripts: readonly Script[] = Object.freeze([
   fenceRwWriteScript,
   fencedWriteScript,
   semaphoreProbeScript,
+  semaphoreLineScript,
   rwReadScript,
   rwWriteScript,
   rwReleaseScript,

@@ -3,7 +3,8 @@
  * (src/testing/primitives.ts) and a real redis-server (through its REST bridge) give the same
  * answers to the same random sequences: reads, writes with and without a waiting mark, releases
  * (clearing a writer's mark or not), extensions, verifications, the semaphore's probe, reader
- * entries already expired by the node's clock, and keys of the wrong type (WRONGTYPE). A model
+ * entries already expired by the node's clock, the semaphore's line (polls that join or keep a
+ * place, leavings, leases already expired by the node's clock), and keys of the wrong type (WRONGTYPE). A model
  * with a deliberate bug (a read that ignores the writer) must be told apart.
  */
 import fc from "fast-check";
@@ -15,6 +16,7 @@ import { rwReadScript } from "../../src/primitives/scripts/rw-read.js";
 import { rwReleaseScript } from "../../src/primitives/scripts/rw-release.js";
 import { rwVerifyScript } from "../../src/primitives/scripts/rw-verify.js";
 import { rwWriteScript } from "../../src/primitives/scripts/rw-write.js";
+import { semaphoreLineScript } from "../../src/primitives/scripts/semaphore-line.js";
 import { semaphoreProbeScript } from "../../src/primitives/scripts/semaphore-probe.js";
 import { memoryNode } from "../../src/testing/index.js";
 import { uniqueKey } from "./support/nodes.js";
@@ -24,7 +26,8 @@ const endpoint = inject("nodes")[0]!;
 const token = fc.constantFrom("tokA", "tokB", "tokC");
 /** TTLs long enough that nothing expires by itself during a run: expiry comes from the expired-reader step. */
 const ttl = fc.constantFrom("60000", "30000");
-const key = fc.constantFrom("W", "R", "M", "s0", "s1");
+const key = fc.constantFrom("W", "R", "M", "s0", "s1", "L");
+const waiter = fc.constantFrom("v1", "v2", "v3");
 
 type Op =
   | { kind: "read" | "extend"; token: string; ttl: string }
@@ -33,7 +36,10 @@ type Op =
   | { kind: "verify" | "expired-reader" | "zscore"; token: string }
   | { kind: "probe" | "zrange" | "zcard" }
   | { kind: "hset" | "del" | "get" | "pttl"; key: string }
-  | { kind: "take-slot"; key: string; token: string };
+  | { kind: "take-slot"; key: string; token: string }
+  | { kind: "line-poll"; waiter: string; lease: string }
+  | { kind: "line-leave" | "line-expired"; waiter: string }
+  | { kind: "line-range" };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constantFrom("read", "extend"), token, ttl }) },
@@ -58,6 +64,12 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     weight: 2,
     arbitrary: fc.record({ kind: fc.constant("take-slot" as const), key: fc.constantFrom("s0", "s1", "s2"), token }),
   },
+  {
+    weight: 4,
+    arbitrary: fc.record({ kind: fc.constant("line-poll" as const), waiter, lease: fc.constantFrom("60000", "30000") }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constantFrom("line-leave", "line-expired"), waiter }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("line-range" as const) }) },
 );
 
 type Answer = { reply: RedisReply } | { error: string };
@@ -128,6 +140,15 @@ class Side {
         return this.send(step.kind.toUpperCase(), k(step.key));
       case "take-slot":
         return this.send("SET", k(step.key), step.token, "NX", "PX", 60_000);
+      case "line-poll":
+        return this.script(semaphoreLineScript, ["s0", "s1", "s2", "L", "Ls"], [step.waiter, "poll", step.lease, 3]);
+      case "line-leave":
+        return this.script(semaphoreLineScript, ["s0", "s1", "s2", "L", "Ls"], [step.waiter, "leave", 0, 3]);
+      case "line-expired":
+        // A lease whose expiry (epoch ms on the node's clock) passed long ago: the next poll drops its waiter.
+        return this.send("ZADD", k("Ls"), 1000, step.waiter);
+      case "line-range":
+        return this.send("ZRANGE", k("L"), 0, -1, "WITHSCORES");
     }
   }
 }
@@ -189,6 +210,18 @@ function ignoresWriter(): RedisNode {
   };
 }
 
+/** A memory node with one deliberate bug: a lease written to the line's leases never takes effect (a dead waiter keeps its place). */
+function keepsDeadWaiters(): RedisNode {
+  const node = memoryNode({ id: "keeps-dead-waiters" });
+  return {
+    id: node.id,
+    async command(args, signal) {
+      if (args[0] === "ZADD" && String(args[1]).endsWith("Ls")) return 0;
+      return node.command(args, signal);
+    },
+  };
+}
+
 describe("semaphore and read-write scripts: real redis-server versus the memory node", () => {
   it("answer alike on random sequences, wrong types included", async () => {
     const seen = new Set<string>();
@@ -201,7 +234,7 @@ describe("semaphore and read-write scripts: real redis-server versus the memory 
         expect(await compare(real, model, sequence, seen)).toBeUndefined();
         steps += sequence.length;
       }),
-      { numRuns: 300, seed: 31 },
+      { numRuns: 400, seed: 31 },
     );
     expect(steps).toBeGreaterThan(1500);
     // The sequences reached the answers the library tells apart, and the wrong-type errors.
@@ -225,6 +258,11 @@ describe("semaphore and read-write scripts: real redis-server versus the memory 
       expect(seen).toContain(answer);
     }
     expect([...seen].some((s) => s.startsWith("probe") && s.includes("h"))).toBe(true);
+    // The line: a first and a later place, slots seen held, leavings, and a waiter dropped by its lease.
+    expect(seen).toContain('line-poll {"reply":[0,1,"fff"]}');
+    expect([...seen].some((s) => /^line-poll \{"reply":\[[12],/.test(s))).toBe(true);
+    expect([...seen].some((s) => s.startsWith("line-poll") && s.includes("h"))).toBe(true);
+    expect([...seen].some((s) => /^line-leave \{"reply":\[-1,[1-3],""\]/.test(s))).toBe(true);
     expect([...seen].some((s) => s.includes("WRONGTYPE"))).toBe(true);
   });
 
@@ -236,5 +274,17 @@ describe("semaphore and read-write scripts: real redis-server versus the memory 
     const prefix = `${uniqueKey("primitives-diff-control")}:`;
     const found = await compare(new Side(restNode(endpoint), prefix), new Side(ignoresWriter(), prefix), steps);
     expect(found).toMatch(/^step 1 .*redis \{"reply":0\}, memory node \{"reply":1\}/);
+  });
+
+  it("negative control: a line that keeps a dead waiter answers otherwise, and the comparison says so", async () => {
+    const steps: Op[] = [
+      { kind: "line-poll", waiter: "v1", lease: "60000" },
+      { kind: "line-poll", waiter: "v2", lease: "60000" },
+      { kind: "line-expired", waiter: "v1" },
+      { kind: "line-poll", waiter: "v2", lease: "60000" },
+    ];
+    const prefix = `${uniqueKey("primitives-diff-line")}:`;
+    const found = await compare(new Side(restNode(endpoint), prefix), new Side(keepsDeadWaiters(), prefix), steps);
+    expect(found).toMatch(/^step 3 .*redis \{"reply":\[0,1,"fff"\]\}, memory node \{"reply":\[1,2,"fff"\]\}/);
   });
 });

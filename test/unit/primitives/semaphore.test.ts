@@ -16,6 +16,7 @@ import {
   Semaphore,
 } from "../../../src/index.js";
 import { primitiveKey } from "../../../src/primitives/calls.js";
+import { lineGate, lineKeys, PROBE_EVERY } from "../../../src/primitives/semaphore-line.js";
 import { type MemoryNode, memoryNodes } from "../../../src/testing/index.js";
 import { onQuorum } from "../../../tools/chaos/checkers/primitives.js";
 import { counted, delayed, kinds, sleep, slotHolders } from "./support.js";
@@ -130,56 +131,90 @@ describe("what a permit costs", () => {
     const log: RedisArgument[][] = [];
     const semaphore = new Semaphore(await warm(nodes, log), "cost", 5);
     const permit = await semaphore.acquire(10_000);
-    expect(kinds(log)).toEqual({ sets: 3, probes: 0 });
+    expect(kinds(log)).toEqual({ sets: 3, probes: 0, polls: 0, leaves: 0 });
     expect(log).toHaveLength(3);
     expect(permit.acquireReport.requests).toBe(3);
   });
 
-  it("when the slot tried first is held: one probe of one node, then a fan-out on a slot free there (2N + 1)", async () => {
+  it("when the slot tried first is held: one poll of the line, then a fan-out on the slot free at the gate (2N + 1)", async () => {
     const nodes = memoryNodes(3);
     const other = new Semaphore(new Redlock({ nodes }), "cost", 2);
     const log: RedisArgument[][] = [];
-    const semaphore = new Semaphore(await warm(nodes, log), "cost", 2);
+    const redlock = await warm(nodes, log);
+    const semaphore = new Semaphore(redlock, "cost", 2);
     vi.spyOn(Math, "random").mockReturnValue(0);
     const held = await other.acquire(10_000);
     expect(held.keys[0]).toMatch(/:0$/);
     log.length = 0;
     const permit = await semaphore.acquire(10_000);
     expect(permit.keys[0]).toMatch(/:1$/);
-    expect(kinds(log)).toEqual({ sets: 6, probes: 1 });
-    expect(log).toHaveLength(7);
+    expect(kinds(log)).toMatchObject({ sets: 6, probes: 0, polls: 1 });
+    expect(permit.acquireReport.requests).toBe(3);
+    // Granted, it leaves the line in the background: one request more, sent after the grant.
+    await redlock.settled();
+    expect(kinds(log)).toEqual({ sets: 6, probes: 0, polls: 1, leaves: 1 });
+    expect(log).toHaveLength(8);
   });
 
-  it("while every permit is held: one request per round (a probe), then the released slot", async () => {
+  it("while every permit is held: one request per poll of the line, at most 10 a second, then the released slot", async () => {
     const nodes = memoryNodes(3);
     const holder = await new Semaphore(new Redlock({ nodes }), "wait", 1).acquire(10_000);
     const log: RedisArgument[][] = [];
     const semaphore = new Semaphore(await warm(nodes, log), "wait", 1);
+    const started = Date.now();
     const waiting = semaphore.acquire(10_000, { retryBaseDelayMs: 10, retryMaxDelayMs: 20, maxAttempts: 1000 });
-    await sleep(200);
+    await sleep(500);
     const whileHeld = kinds(log);
+    const elapsed = Date.now() - started;
     expect(whileHeld.sets).toBe(3);
-    expect(whileHeld.probes).toBeGreaterThanOrEqual(3);
-    expect(log.length).toBe(whileHeld.sets + whileHeld.probes);
+    expect(whileHeld.polls).toBeGreaterThanOrEqual(2);
+    // Paced: 100 ms at least between polls (and the first right after the refused try); as
+    // first in line it also probes another node once in PROBE_EVERY polls.
+    expect(whileHeld.polls).toBeLessThanOrEqual(Math.floor(elapsed / 100) + 1);
+    expect(whileHeld.probes).toBeLessThanOrEqual(Math.ceil(whileHeld.polls / PROBE_EVERY));
+    expect(log.length).toBe(whileHeld.sets + whileHeld.polls + whileHeld.probes);
     await holder.release();
     const permit = await waiting;
     expect(permit.keys).toEqual(holder.keys);
     expect(kinds(log).sets).toBe(6);
   });
 
-  it("a node's stale key does not trap a waiter: each probe reads the next node", async () => {
+  it("a stale key on the line's gate does not trap the first in line: it probes another node", async () => {
     const nodes = memoryNodes(3);
     vi.spyOn(Math, "random").mockReturnValue(0);
     const holder = await new Semaphore(new Redlock({ nodes }), "stale", 2).acquire(10_000);
     expect(holder.keys[0]).toMatch(/:0$/);
-    // Slot 1 held on node 0 alone (a leftover no quorum holds), the node the first probe reads.
+    // Slot 1 held on the gate alone (a leftover no quorum holds).
+    const gate = lineGate(lineKeys("", "stale")[0], 3);
     const slot1 = primitiveKey("", "semaphore", "stale", "1");
-    await nodes[0]?.command(["SET", slot1, "leftover", "PX", 60_000], new AbortController().signal);
+    await nodes[gate]?.command(["SET", slot1, "leftover", "PX", 60_000], new AbortController().signal);
     const log: RedisArgument[][] = [];
     const semaphore = new Semaphore(await warm(nodes, log), "stale", 2);
-    const permit = await semaphore.acquire(10_000, { retryBaseDelayMs: 10, retryMaxDelayMs: 20 });
+    const permit = await semaphore.acquire(10_000);
     expect(permit.keys[0]).toBe(slot1);
-    expect(kinds(log).probes).toBe(2);
+    expect(kinds(log)).toMatchObject({ polls: PROBE_EVERY, probes: 1 });
+  });
+
+  it("a stale view the other way (the gate misses a holder's key) costs one refused fan-out, then the slot is skipped", async () => {
+    const nodes = memoryNodes(3);
+    vi.spyOn(Math, "random").mockReturnValue(0);
+    const gate = lineGate(lineKeys("", "missed")[0], 3);
+    const holders = await Promise.all(
+      [0, 1].map(() => new Semaphore(new Redlock({ nodes }), "missed", 2).acquire(10_000)),
+    );
+    // The gate lost slot 1's key (a restart of that node alone would do the same).
+    const slot1 = primitiveKey("", "semaphore", "missed", "1");
+    await nodes[gate]?.command(["DEL", slot1], new AbortController().signal);
+    const log: RedisArgument[][] = [];
+    const semaphore = new Semaphore(await warm(nodes, log), "missed", 2);
+    const waiting = semaphore.acquire(10_000, { maxAttempts: 1000 });
+    await sleep(600);
+    // The first try (slot 0) and one try of slot 1, refused: no more fan-outs while it is skipped.
+    expect(kinds(log).sets).toBe(6);
+    const slot0 = holders.find((h) => h.keys[0]?.endsWith(":0"));
+    await slot0?.release();
+    const permit = await waiting;
+    expect(permit.keys[0]).toMatch(/:0$/);
   });
 });
 

@@ -3,6 +3,7 @@
  * that count or delay each client's requests, and what the nodes hold.
  */
 import type { RedisArgument, RedisNode, RedisReply } from "../../../src/index.js";
+import { semaphoreLineScript } from "../../../src/primitives/scripts/semaphore-line.js";
 import { semaphoreProbeScript } from "../../../src/primitives/scripts/semaphore-probe.js";
 import type { MemoryNode } from "../../../src/testing/index.js";
 import type { ReadWriteNodeState } from "../../../tools/chaos/checkers/primitives.js";
@@ -39,15 +40,26 @@ export function delayed(node: RedisNode, ms: number): RedisNode {
   };
 }
 
-/** Commands of a log by kind: plain `SET`s, probes, and the rest. */
-export function kinds(log: readonly RedisArgument[][]): { sets: number; probes: number } {
+/** Commands of a log by kind: plain `SET`s, probes, polls of a semaphore's line and leavings of it. */
+export function kinds(log: readonly RedisArgument[][]): {
+  sets: number;
+  probes: number;
+  polls: number;
+  leaves: number;
+} {
   let sets = 0;
   let probes = 0;
+  let polls = 0;
+  let leaves = 0;
   for (const args of log) {
     if (args[0] === "SET") sets++;
     if (args[1] === semaphoreProbeScript.sha1 || args[1] === semaphoreProbeScript.source) probes++;
+    if (args[1] === semaphoreLineScript.sha1 || args[1] === semaphoreLineScript.source) {
+      if (args.includes("leave")) leaves++;
+      else polls++;
+    }
   }
-  return { sets, probes };
+  return { sets, probes, polls, leaves };
 }
 
 /** Per node, the tokens in the slot keys of the semaphore `name`. */

@@ -1,0 +1,389 @@
+/**
+ * The line of a semaphore's waiters: first come, first served, across isolates.
+ *
+ * One node, the semaphore's gate (picked by a hash of its line key, so the same for every client
+ * of the same nodes), keeps a line of waiters in a sorted set by arrival, and their leases by the
+ * node's own clock (see `scripts/semaphore-line.ts`). A waiter polls it with one request, which
+ * keeps its place, answers its rank, and says which slots look free on that node. Only a waiter
+ * whose rank is below the number of free slots fans out, for the free slot at its rank: waiters
+ * at ranks 0 and 1 with two slots free try different slots, so they do not split one slot's
+ * votes, and a waiter behind them tries none. It leaves the line when granted or when it gives
+ * up; a waiter that dies stops polling, and its entry drops out when its lease runs out.
+ *
+ * Safety never depends on the line: each slot is still a Redlock mutex, granted by a quorum of
+ * `SET NX` with validity left. The line only orders who tries. A gate that does not answer ends
+ * waiting in line for the call (the semaphore falls back to probing with backoff). A gate whose
+ * view of a slot is stale (it lost the key, or missed the holder's `SET`) costs one refused
+ * fan-out, after which the waiter skips that slot for a while ({@link suspectMs}).
+ * @module
+ */
+import type { AttemptReport } from "../base/report.js";
+import { sleep } from "../base/signals.js";
+import { acquireTimeout, checkBudget, stopAfter } from "../core/backoff-waiting.js";
+import type { Engine } from "../core/engine.js";
+import type { RequestMeter, TaskContext } from "../core/fanout.js";
+import type { Lock } from "../core/lock.js";
+import { unexpected } from "../core/node-operations.js";
+import { abortedError } from "../core/operations/acquire.js";
+import { type AcquireRequest, MAX_DELAY_MS, type ResolvedOptions } from "../core/options.js";
+import { refusalReason } from "../core/quorum.js";
+import { runScript } from "../core/scripts/script.js";
+import { randomToken } from "../core/token.js";
+import type { RedisNode } from "../transport/rest.js";
+import { primitiveKey } from "./calls.js";
+import { semaphoreLineScript } from "./scripts/semaphore-line.js";
+
+/** Shortest pause between two polls of the line, in ms: at most 10 polls a second per waiter. */
+export const MIN_POLL_GAP_MS = 100;
+/** Shortest pause between two polls of a waiter more than {@link FAR_BACK} places behind its turn. */
+export const FAR_BACK_POLL_GAP_MS = 500;
+/** Waiters with this many more ahead of them than slots are free poll at most twice a second. */
+export const FAR_BACK = 6;
+
+/**
+ * The first in line probes another node once in this many polls that found no slot free on the
+ * gate (see `waitInLine`).
+ */
+export const PROBE_EVERY = 4;
+
+/** How long a line stays hot in an isolate after a poll that found others waiting or nothing free for us, in ms. */
+export const HOT_MS = 2000;
+
+/** Per client, the lines this isolate saw busy lately: line key → until when (the options' clock). */
+const hotLines = new WeakMap<Engine, Map<string, number>>();
+
+/**
+ * Whether this isolate saw the line busy lately: its next caller then joins the line at once
+ * instead of trying a slot first, so that a client that releases a permit and takes another
+ * right away goes to the back of the line, as does anyone else who arrives while waiters wait.
+ */
+export function isHot(engine: Engine, lineKey: string, now: number): boolean {
+  const lines = hotLines.get(engine);
+  const until = lines?.get(lineKey);
+  if (until === undefined) return false;
+  if (until > now) return true;
+  lines?.delete(lineKey);
+  return false;
+}
+
+function markHot(engine: Engine, lineKey: string, until: number): void {
+  let lines = hotLines.get(engine);
+  if (lines === undefined) {
+    lines = new Map();
+    hotLines.set(engine, lines);
+  }
+  // Bounded: the lines of names no longer in use drop out when it grows.
+  if (lines.size >= 1024) for (const [key, at] of lines) if (at <= until - HOT_MS) lines.delete(key);
+  lines.set(lineKey, until);
+}
+
+/** What one poll of the line said. */
+export interface LineAnswer {
+  /** Our place in line, 0 first. */
+  readonly rank: number;
+  /** How many wait, us included. */
+  readonly length: number;
+  /** Per slot, whether its key exists on the gate node. */
+  readonly held: readonly boolean[];
+}
+
+/** The keys of a semaphore's line on its gate node: the line by arrival, and the leases. */
+export function lineKeys(keyPrefix: string, name: string): [line: string, leases: string] {
+  return [primitiveKey(keyPrefix, "semaphore", name, "line"), primitiveKey(keyPrefix, "semaphore", name, "leases")];
+}
+
+/** The gate of a line: a node picked by a hash (FNV-1a) of the line key, the same for every client. */
+export function lineGate(lineKey: string, nodeCount: number): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < lineKey.length; i++) {
+    hash ^= lineKey.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % nodeCount;
+}
+
+/** One poll (`leave`: leaving) of the line on its gate node. */
+export async function lineOnNode(
+  node: RedisNode,
+  slotKeys: readonly string[],
+  keys: readonly [string, string],
+  waiter: string,
+  mode: "poll" | "leave",
+  leaseMs: number,
+  context: TaskContext,
+): Promise<LineAnswer> {
+  const reply = await runScript(
+    node,
+    semaphoreLineScript,
+    [...slotKeys, ...keys],
+    [waiter, mode, Math.ceil(leaseMs), slotKeys.length],
+    context,
+  );
+  if (Array.isArray(reply) && reply.length === 3) {
+    const [rank, length, slots] = reply;
+    const lengthOk = typeof slots === "string" && slots.length === (mode === "leave" ? 0 : slotKeys.length);
+    if (Number.isInteger(rank) && Number.isInteger(length) && lengthOk && /^[hf]*$/.test(slots)) {
+      return { rank: rank as number, length: length as number, held: [...slots].map((letter) => letter === "h") };
+    }
+  }
+  throw unexpected(node, semaphoreLineScript.name, reply);
+}
+
+/**
+ * The free slot a waiter at `rank` tries, by the gate's view `held`, skipping those `skip` names
+ * (its own permits, suspects): the free slot at its rank, or `undefined` when more waiters are
+ * ahead of it than there are free slots.
+ */
+export function slotByRank(
+  rank: number,
+  held: readonly boolean[],
+  skip: (slot: number) => boolean,
+): number | undefined {
+  const free: number[] = [];
+  held.forEach((isHeld, slot) => {
+    if (!isHeld && !skip(slot)) free.push(slot);
+  });
+  return rank >= 0 && rank < free.length ? free[rank] : undefined;
+}
+
+/**
+ * Pause before the next poll, in ms: {@link MIN_POLL_GAP_MS} ({@link FAR_BACK_POLL_GAP_MS} when
+ * `behind`, how many more wait ahead of us than slots are free, is {@link FAR_BACK} or more), wider as the wait
+ * grows when the request budget would not last: the polls it still allows (`pollsLeft`) spaced
+ * in a geometric progression from the time waited so far (`waitedMs`) to the end of the waiting
+ * (`waitLeftMs` more), so that a turn that comes soon is seen within the least gap, and a waiter
+ * behind long holds runs out of patience, not of requests. As the mutex's line paces its polls.
+ */
+export function pollGap(behind: number, waitedMs: number, waitLeftMs: number, pollsLeft: number): number {
+  const least = behind >= FAR_BACK ? FAR_BACK_POLL_GAP_MS : MIN_POLL_GAP_MS;
+  if (pollsLeft === Number.POSITIVE_INFINITY || !(waitLeftMs > 0) || waitLeftMs === Number.POSITIVE_INFINITY) {
+    return least;
+  }
+  if (pollsLeft < 1) return waitLeftMs;
+  const from = Math.max(waitedMs, least);
+  const ratio = ((from + waitLeftMs) / from) ** (1 / pollsLeft);
+  return Math.min(Math.max(least, from * (ratio - 1)), MAX_DELAY_MS);
+}
+
+/**
+ * A place in line lasts until the next poll is overdue by this margin: three request deadlines (a
+ * poll, then a probe or a fan-out, then the next poll), a second at least.
+ */
+export function leaseFor(gapMs: number, requestTimeoutMs: number): number {
+  return gapMs + Math.max(3 * requestTimeoutMs, 1000);
+}
+
+/**
+ * How long a slot the gate showed free, but a fan-out found held, is skipped: the call's TTL, at
+ * most 2 s (a stale gate shows a held slot free until its holder lets go; two waiters that split
+ * a slot's votes leave it free, and must not skip it for long).
+ */
+export function suspectMs(ttlMs: number): number {
+  return Math.min(ttlMs, 2000);
+}
+
+/**
+ * The patience for waiting without moving up the line, in ms: as long as the default backoff
+ * would have waited between `maxAttempts` attempts (the sum of its ceilings, 11.1 s by default),
+ * as for the mutex's line. Every step up the line starts it again.
+ */
+export function patience(maxAttempts: number, retryBaseDelayMs: number, retryMaxDelayMs: number): number {
+  let total = 0;
+  for (let k = 1; k < Math.min(maxAttempts, 64); k++)
+    total += Math.min(retryMaxDelayMs, retryBaseDelayMs * 2 ** (k - 1));
+  return Math.min(total, MAX_DELAY_MS);
+}
+
+/** What waiting in line needs of the semaphore and its call. */
+export interface Seat {
+  readonly engine: Engine;
+  readonly o: ResolvedOptions;
+  readonly signal: AbortSignal | undefined;
+  readonly meter: RequestMeter;
+  /** The call's request for every slot (its keys: the slot keys, in slot order). */
+  readonly request: AcquireRequest;
+  readonly reports: AttemptReport[];
+  /** When the call times out (`acquireTimeoutMs`), on the options' clock. */
+  readonly deadline: number;
+  /** Whether this instance holds `slot` already: it never tries that one. */
+  readonly own: (slot: number) => boolean;
+  /** One fan-out for `slot` (its report pushed onto `reports`): the lock, or the report of its refusal. */
+  readonly trySlot: (slot: number) => Promise<{ lock: Lock } | { lock?: undefined; report: AttemptReport }>;
+  /** Which slots the next node in turn other than `gate` holds (one request); `undefined` when it did not answer. */
+  readonly probe: (gate: number) => Promise<boolean[] | undefined>;
+  /** The error of giving up: every permit held, or the last attempt's failure. */
+  readonly failure: () => Error;
+}
+
+/**
+ * Wait in line for a slot: the permit, or `gate-down` when the gate did not answer a poll (the
+ * caller falls back to probing with backoff). Throws as the semaphore's waiting does: the failure
+ * when the attempts or the patience run out, `AcquireTimeoutError`, `AbortedError`,
+ * `RequestBudgetError`. Every way out but `gate-down` leaves the line first.
+ */
+export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
+  const { engine, o, request, reports } = seat;
+  const nodeCount = engine.nodes.length;
+  const keys = lineKeys(o.keyPrefix, request.resources[0] as string);
+  const gate = lineGate(keys[0], nodeCount);
+  const waiter = randomToken();
+  const started = o.clock.now();
+  const patient = o.maxAttempts !== Number.POSITIVE_INFINITY;
+  const patienceMs = patience(o.maxAttempts, o.retryBaseDelayMs, o.retryMaxDelayMs);
+  let patienceUntil = started + patienceMs;
+  let bestRank = Number.POSITIVE_INFINITY;
+  let inLine = false;
+  let headPolls = 0;
+  let behind = 0;
+  const suspects = new Map<number, number>();
+  // After a poll: a take (N) and leaving (1), with the release (N) that checkBudget keeps.
+  const reserve = nodeCount + 1;
+  const out = () => {
+    if (inLine) leaveLine(seat, gate, keys, waiter);
+    inLine = false;
+  };
+  for (;;) {
+    if (seat.signal?.aborted) {
+      out();
+      throw abortedError(request.resources, reports, seat.signal.reason);
+    }
+    const now = o.clock.now();
+    const budget = o.requestBudget;
+    const pollsLeft = budget === Number.POSITIVE_INFINITY ? budget : budget - seat.meter.sent - reserve - nodeCount;
+    if (pollsLeft < 1) {
+      out();
+      checkBudget(request, reports, seat.meter.sent, 1 + reserve, nodeCount);
+    }
+    const waitLeft = Math.min(seat.deadline, patient ? patienceUntil : Number.POSITIVE_INFINITY) - now;
+    const gap = pollGap(behind, now - started, waitLeft, pollsLeft - 1);
+    const answer = await pollLine(seat, gate, keys, waiter, leaseFor(gap, o.requestTimeoutMs));
+    if (answer === undefined) {
+      if (seat.signal?.aborted) {
+        out();
+        throw abortedError(request.resources, reports, seat.signal.reason);
+      }
+      return "gate-down";
+    }
+    inLine = true;
+    const at = o.clock.now();
+    for (const [slot, until] of suspects) if (until <= at || answer.held[slot]) suspects.delete(slot);
+    if (answer.rank < bestRank) {
+      bestRank = answer.rank;
+      patienceUntil = at + patienceMs;
+    }
+    const skip = (i: number) => seat.own(i) || suspects.has(i);
+    let slot = slotByRank(answer.rank, answer.held, skip);
+    behind = Math.max(0, answer.rank - answer.held.filter((held, i) => !held && !skip(i)).length);
+    if (answer.length > 1 || slot === undefined) markHot(engine, keys[0], at + HOT_MS);
+    headPolls = answer.rank === 0 && slot === undefined ? headPolls + 1 : 0;
+    if (headPolls >= PROBE_EVERY && pollsLeft - 1 >= 1) {
+      // First in line, and the gate shows every slot held: it may keep a key that no quorum
+      // holds (a failed attempt's, its cleanup lost). Another node's view names such a slot.
+      headPolls = 0;
+      const other = await seat.probe(gate);
+      if (other !== undefined) slot = slotByRank(0, other, skip);
+    }
+    if (slot !== undefined) {
+      if (reports.length >= o.maxAttempts) {
+        out();
+        throw seat.failure();
+      }
+      try {
+        checkBudget(request, reports, seat.meter.sent, nodeCount + 1, nodeCount);
+      } catch (error) {
+        out();
+        throw error;
+      }
+      const result = await seat.trySlot(slot);
+      if (result.lock) {
+        out();
+        return result.lock;
+      }
+      try {
+        stopAfter(request, result.report, reports, seat.signal, false);
+      } catch (error) {
+        out();
+        throw error;
+      }
+      if (
+        refusalReason(
+          result.report.nodes.map((n) => n.outcome),
+          o.quorum,
+        ) === "held"
+      ) {
+        suspects.set(slot, o.clock.now() + suspectMs(request.ttlMs));
+      }
+    } else if (patient && at >= patienceUntil) {
+      out();
+      throw seat.failure();
+    } else if (pollsLeft - 1 < 1) {
+      // No poll left after this one: waiting on could never take a slot.
+      out();
+      checkBudget(request, reports, seat.meter.sent, 1 + reserve, nodeCount);
+    }
+    const limit = Math.min(seat.deadline, patient ? patienceUntil : Number.POSITIVE_INFINITY);
+    const pause = Math.max(0, Math.min(gap, limit - o.clock.now()));
+    try {
+      await sleep(pause, seat.signal);
+    } catch (reason) {
+      out();
+      throw abortedError(request.resources, reports, reason);
+    }
+    if (o.clock.now() >= seat.deadline) {
+      out();
+      throw acquireTimeout(request, reports);
+    }
+  }
+}
+
+/** One poll, as a one-node fan-out (the request deadline, abort and meter of every request); `undefined` when the gate did not answer. */
+async function pollLine(
+  seat: Seat,
+  gate: number,
+  keys: readonly [string, string],
+  waiter: string,
+  leaseMs: number,
+): Promise<LineAnswer | undefined> {
+  const { engine, o, request } = seat;
+  let answer: LineAnswer | undefined;
+  const fan = engine.fan(
+    o,
+    "acquire",
+    request.resources,
+    {
+      yes: "verified",
+      signal: seat.signal,
+      meter: seat.meter,
+      task: async (i, context) => {
+        answer = await lineOnNode(engine.node(i), request.keys, keys, waiter, "poll", leaseMs, context);
+        return "verified";
+      },
+    },
+    o.requestTimeoutMs,
+    [gate],
+  );
+  await fan.decided;
+  return answer;
+}
+
+/** Leave the line in the background (nobody waits for it), so that those behind need not wait for our lease to run out. */
+function leaveLine(seat: Seat, gate: number, keys: readonly [string, string], waiter: string): void {
+  const { engine, o, request } = seat;
+  const work = engine
+    .fan(
+      o,
+      "acquire",
+      request.resources,
+      {
+        yes: "verified",
+        task: async (i, context) => {
+          await lineOnNode(engine.node(i), request.keys, keys, waiter, "leave", 0, context);
+          return "verified";
+        },
+      },
+      o.requestTimeoutMs,
+      [gate],
+    )
+    .outcomes.then(() => undefined);
+  engine.background.track(work, o.requestTimeoutMs + 1000);
+}
