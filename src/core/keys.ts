@@ -27,3 +27,22 @@ export function lockKeys(resources: readonly string[], keyPrefix: string): strin
     return key;
   });
 }
+
+/**
+ * A 32-bit FNV-1a hash of a list of keys, the same in every client: what picks a line's gate node.
+ * Each key's length goes in before its characters, so no other list of keys hashes the same
+ * sequence of units (`["a", "b"]` and `["a\nb"]` differ in their lengths).
+ */
+export function keysHash(keys: readonly string[]): number {
+  let hash = 0x811c9dc5;
+  const mix = (unit: number) => {
+    hash ^= unit;
+    hash = Math.imul(hash, 0x01000193);
+  };
+  for (const key of keys) {
+    mix(key.length & 0xffff);
+    mix(key.length >>> 16);
+    for (let i = 0; i < key.length; i++) mix(key.charCodeAt(i));
+  }
+  return hash >>> 0;
+}

@@ -19,9 +19,11 @@
  */
 import type { AttemptReport } from "../base/report.js";
 import { sleep } from "../base/signals.js";
+import { geometricGap, patience } from "../core/backoff.js";
 import { acquireTimeout, checkBudget, stopAfter } from "../core/backoff-waiting.js";
 import type { Engine } from "../core/engine.js";
 import type { RequestMeter, TaskContext } from "../core/fanout.js";
+import { keysHash } from "../core/keys.js";
 import type { Lock } from "../core/lock.js";
 import { unexpected } from "../core/node-operations.js";
 import { abortedError } from "../core/operations/acquire.js";
@@ -92,14 +94,9 @@ export function lineKeys(keyPrefix: string, name: string): [line: string, leases
   return [primitiveKey(keyPrefix, "semaphore", name, "line"), primitiveKey(keyPrefix, "semaphore", name, "leases")];
 }
 
-/** The gate of a line: a node picked by a hash (FNV-1a) of the line key, the same for every client. */
+/** The gate of a line: a node picked by a hash of the line key, the same for every client. */
 export function lineGate(lineKey: string, nodeCount: number): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < lineKey.length; i++) {
-    hash ^= lineKey.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return (hash >>> 0) % nodeCount;
+  return keysHash([lineKey]) % nodeCount;
 }
 
 /** One poll (`leave`: leaving) of the line on its gate node. */
@@ -156,13 +153,7 @@ export function slotByRank(
  */
 export function pollGap(behind: number, waitedMs: number, waitLeftMs: number, pollsLeft: number): number {
   const least = behind >= FAR_BACK ? FAR_BACK_POLL_GAP_MS : MIN_POLL_GAP_MS;
-  if (pollsLeft === Number.POSITIVE_INFINITY || !(waitLeftMs > 0) || waitLeftMs === Number.POSITIVE_INFINITY) {
-    return least;
-  }
-  if (pollsLeft < 1) return waitLeftMs;
-  const from = Math.max(waitedMs, least);
-  const ratio = ((from + waitLeftMs) / from) ** (1 / pollsLeft);
-  return Math.min(Math.max(least, from * (ratio - 1)), MAX_DELAY_MS);
+  return Math.min(Math.max(least, geometricGap(waitedMs, waitLeftMs, pollsLeft, least)), MAX_DELAY_MS);
 }
 
 /**
@@ -182,17 +173,6 @@ export function suspectMs(ttlMs: number): number {
   return Math.min(ttlMs, 2000);
 }
 
-/**
- * The patience for waiting without moving up the line, in ms: as long as the default backoff
- * would have waited between `maxAttempts` attempts (the sum of its ceilings, 11.1 s by default),
- * as for the mutex's line. Every step up the line starts it again.
- */
-export function patience(maxAttempts: number, retryBaseDelayMs: number, retryMaxDelayMs: number): number {
-  let total = 0;
-  for (let k = 1; k < Math.min(maxAttempts, 64); k++)
-    total += Math.min(retryMaxDelayMs, retryBaseDelayMs * 2 ** (k - 1));
-  return Math.min(total, MAX_DELAY_MS);
-}
 
 /** What waiting in line needs of the semaphore and its call. */
 export interface Seat {

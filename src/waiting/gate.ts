@@ -6,7 +6,7 @@ import { NodeError } from "../base/errors.js";
 import { describeReply } from "../base/redact.js";
 import type { NodeOutcomeKind } from "../base/report.js";
 import type { TaskContext } from "../core/fanout.js";
-import { RESERVED_KEY_PART } from "../core/keys.js";
+import { keysHash, RESERVED_KEY_PART } from "../core/keys.js";
 import { runScript, type Script } from "../core/scripts/script.js";
 import type { RedisNode } from "../transport/rest.js";
 import { gateScript } from "./scripts/gate.js";
@@ -59,22 +59,10 @@ export type GateMode = "take" | "aim" | "wait" | "leave";
 
 /**
  * The gate of a (sorted) key set: the same node for every client with the same node list, spread
- * over the nodes by a hash of the keys (FNV-1a).
+ * over the nodes by a hash of the keys (`core/keys.keysHash`).
  */
 export function gateIndex(keys: readonly string[], nodeCount: number): number {
-  let hash = 0x811c9dc5;
-  const mix = (unit: number) => {
-    hash ^= unit;
-    hash = Math.imul(hash, 0x01000193);
-  };
-  // Each key's length goes in before its characters: no other list of keys hashes the same
-  // sequence of units (["a", "b"] and ["a\nb"] differ in their lengths).
-  for (const key of keys) {
-    mix(key.length & 0xffff);
-    mix(key.length >>> 16);
-    for (let i = 0; i < key.length; i++) mix(key.charCodeAt(i));
-  }
-  return (hash >>> 0) % nodeCount;
+  return keysHash(keys) % nodeCount;
 }
 
 /**

@@ -6,12 +6,12 @@
  */
 import type { AttemptReport } from "../base/report.js";
 import { sleep } from "../base/signals.js";
+import { patience } from "../core/backoff.js";
 import { acquireTimeout, policyDelay, stopAfter } from "../core/backoff-waiting.js";
 import { abortedError, failureError } from "../core/operations/acquire.js";
 import { MAX_DELAY_MS } from "../core/options.js";
 import type { GateAnswer } from "./gate.js";
 import { leave } from "./gate-client.js";
-import { patience } from "./pacing.js";
 import type { Waiter } from "./state.js";
 
 /** Waiting in line ended before any fan-out: the driver makes one last (see `phases.ts`); never leaves the waiter. */

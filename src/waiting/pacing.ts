@@ -6,6 +6,7 @@
  * @module
  */
 
+import { geometricGap } from "../core/backoff.js";
 import { MAX_DELAY_MS } from "../core/options.js";
 import { driftMs } from "../core/quorum.js";
 import type { GateAnswer } from "./gate.js";
@@ -200,20 +201,13 @@ export function rateGap(recentPolls: readonly number[], now: number, rank: numbe
 }
 
 /**
- * The least gap from a waiter's last poll to its next, in ms, when the request budget would not
- * last the waiting: the polls it still allows (`pollsLeft`) spaced in a geometric progression from
- * the time waited so far (`waitedMs`, at least 100 ms) to the end of the waiting (`waitLeftMs` more,
- * to the acquire deadline or the end of the patience), so that a turn that comes soon is seen
- * within about 100 ms, and a waiter behind a long hold runs out of patience, not of requests.
- * {@link MIN_POLL_MS} with requests to spare. (An aimed take is an attempt, a fan-out to every
- * node, paced by its prediction and counted in the budget, not a poll.)
+ * The least gap from a waiter's last poll to its next, in ms: the request budget's spacing (see
+ * `core/backoff.geometricGap`, from 100 ms waited), at least {@link MIN_POLL_MS}. (An aimed take is
+ * an attempt, a fan-out to every node, paced by its prediction and counted in the budget, not a
+ * poll.)
  */
 export function budgetGap(waitedMs: number, waitLeftMs: number, pollsLeft: number): number {
-  if (pollsLeft === Number.POSITIVE_INFINITY || !(waitLeftMs > 0)) return MIN_POLL_MS;
-  if (pollsLeft < 1) return waitLeftMs;
-  const from = Math.max(waitedMs, 1000 / MAX_POLLS_PER_SECOND);
-  const ratio = ((from + waitLeftMs) / from) ** (1 / pollsLeft);
-  return Math.max(MIN_POLL_MS, from * (ratio - 1));
+  return Math.max(MIN_POLL_MS, geometricGap(waitedMs, waitLeftMs, pollsLeft, 1000 / MAX_POLLS_PER_SECOND));
 }
 
 /** A waiter's place in line lasts until its next poll is overdue by this margin. */
@@ -224,21 +218,6 @@ export function leaseFor(nextPollMs: number, requestTimeoutMs: number): number {
 /** How long a resource stays hot in the isolate after a poll: four holds, a second at least. */
 export function hotWindow(holdMs: number): number {
   return Math.max(1000, 4 * holdMs);
-}
-
-/**
- * Without `acquireTimeoutMs`, waiting without the line moving (no release seen at the gate) ends
- * after as long as the retry settings would have waited between `maxAttempts` attempts: the sum
- * of the backoff's ceilings, `min(retryMaxDelayMs, retryBaseDelayMs * 2^(k-1))` for
- * k < maxAttempts (11.1 s by default), at most `MAX_DELAY_MS`. Every release starts it again, so a
- * long line that moves is waited out.
- */
-export function patience(maxAttempts: number, retryBaseDelayMs: number, retryMaxDelayMs: number): number {
-  let total = 0;
-  for (let k = 1; k < Math.min(maxAttempts, 64); k++) {
-    total += Math.min(retryMaxDelayMs, retryBaseDelayMs * 2 ** (k - 1));
-  }
-  return Math.min(total, MAX_DELAY_MS);
 }
 
 /**

@@ -5,6 +5,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { patience } from "../../../src/core/backoff.js";
 import {
   averageRtt,
   budgetGap,
@@ -17,7 +18,6 @@ import {
   margin,
   nextOverdue,
   offerWindowEnd,
-  patience,
   patientPace,
   placeholderMs,
   pollInterval,
