@@ -12,7 +12,7 @@
  *   writer is caught on the nodes;
  * - a failed attempt leaves no reader entry behind, also when its requests land after the cleanup.
  */
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type Lock, ReadWriteLock, Redlock, restNode, Semaphore } from "../../src/index.js";
 import { primitiveKey } from "../../src/primitives/calls.js";
 import { rwReadScript } from "../../src/primitives/scripts/rw-read.js";
@@ -26,19 +26,9 @@ import {
   type Window,
 } from "../../tools/chaos/checkers/primitives.js";
 import { type Endpoint, raw, uniqueKey } from "./support/nodes.js";
-import { useOwnCluster } from "./support/own-cluster.js";
+import { useOwnThreeNodes } from "./support/own-cluster.js";
 
-// Three nodes of their own: a client of three of the shared five would be a cluster of another
-// node list on them, which the nodes' cluster fingerprint refuses (docs/deployments.md).
-const nodesOf = useOwnCluster();
-const endpoints: Endpoint[] = [];
-beforeAll(() => {
-  endpoints.push(
-    ...nodesOf()
-      .nodes.slice(0, 3)
-      .map(({ url, token }) => ({ url, token })),
-  );
-});
+const { endpoints } = useOwnThreeNodes();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A fetch whose requests reach the server `ms` late (an abort before then cancels them). */

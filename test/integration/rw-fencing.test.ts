@@ -15,7 +15,7 @@
  *   the plain one, which the quarantined node admits.
  * Own cluster: the last test restarts a node.
  */
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { FencingError, InvalidArgumentError, QuorumUnavailableError } from "../../src/base/errors.js";
 import { fencing, initializeFencing } from "../../src/fencing/index.js";
 import { fencingKeys } from "../../src/fencing/keys.js";
@@ -25,17 +25,9 @@ import { primitiveKey } from "../../src/primitives/calls.js";
 import { checkReadWrite, type ModeWindow } from "../../tools/chaos/checkers/primitives.js";
 import { fenceOrderViolations, type OrderedGrant, sleep } from "./support/fencing.js";
 import { type Endpoint, raw, uniqueKey } from "./support/nodes.js";
-import { useOwnCluster } from "./support/own-cluster.js";
+import { useOwnThreeNodes } from "./support/own-cluster.js";
 
-const nodesOf = useOwnCluster();
-const endpoints: Endpoint[] = [];
-beforeAll(() => {
-  endpoints.push(
-    ...nodesOf()
-      .nodes.slice(0, 3)
-      .map(({ url, token }) => ({ url, token })),
-  );
-});
+const { nodesOf, endpoints } = useOwnThreeNodes();
 
 const TTL_MS = 1000;
 const QUARANTINE_MS = 1500;

@@ -11,24 +11,16 @@
  * - the line's gate down: every waiter still granted, by backoff, never more than k claimed
  *   windows at once, and never more than k tokens on a quorum of the nodes.
  */
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type Lock, Redlock, Semaphore } from "../../src/index.js";
 import { primitiveKey } from "../../src/primitives/calls.js";
 import { semaphoreLineScript } from "../../src/primitives/scripts/semaphore-line.js";
 import { lineGate, lineKeys } from "../../src/primitives/semaphore-line.js";
 import { checkPermits, onQuorum, type Window } from "../../tools/chaos/checkers/primitives.js";
 import { type Endpoint, raw, uniqueKey } from "./support/nodes.js";
-import { useOwnCluster } from "./support/own-cluster.js";
+import { useOwnThreeNodes } from "./support/own-cluster.js";
 
-const nodesOf = useOwnCluster();
-const endpoints: Endpoint[] = [];
-beforeAll(() => {
-  endpoints.push(
-    ...nodesOf()
-      .nodes.slice(0, 3)
-      .map(({ url, token }) => ({ url, token })),
-  );
-});
+const { endpoints } = useOwnThreeNodes();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function until(check: () => boolean | Promise<boolean>, ms: number): Promise<void> {

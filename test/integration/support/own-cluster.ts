@@ -4,6 +4,7 @@
  */
 import { afterAll, afterEach, beforeAll } from "vitest";
 import { type NodeCluster, startNodes } from "../../../tools/nodes/index.js";
+import type { Endpoint } from "./nodes.js";
 
 /** Start 5 nodes for the calling test file; the getter returns them once started. */
 export function useOwnCluster(): () => NodeCluster {
@@ -21,4 +22,23 @@ export function useOwnCluster(): () => NodeCluster {
     if (!cluster) throw new Error("the nodes are not started yet");
     return cluster;
   };
+}
+
+/**
+ * Three of five nodes of the calling file's own (see {@link useOwnCluster}), as `{ url, token }`
+ * endpoints, filled in before its tests run: a client of three of the shared five would be a
+ * cluster of another node list on them, which the nodes' cluster fingerprint refuses
+ * (docs/deployments.md). Also the getter of the five, to pause, delay or restart them.
+ */
+export function useOwnThreeNodes(): { nodesOf: () => NodeCluster; endpoints: Endpoint[] } {
+  const nodesOf = useOwnCluster();
+  const endpoints: Endpoint[] = [];
+  beforeAll(() => {
+    endpoints.push(
+      ...nodesOf()
+        .nodes.slice(0, 3)
+        .map(({ url, token }) => ({ url, token })),
+    );
+  });
+  return { nodesOf, endpoints };
 }
