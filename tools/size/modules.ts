@@ -10,7 +10,23 @@
 
 import { resolve } from "node:path";
 import { gzipSync } from "node:zlib";
-import { build, transform } from "esbuild";
+import { type BuildOptions, build, transform } from "esbuild";
+
+/** How a user's bundler builds the minimal Worker `file` of tools/bench/worker-entries/ (minified or not). */
+export function workerBuild(root: string, file: string, minify: boolean): BuildOptions & { write: false } {
+  return {
+    absWorkingDir: root,
+    entryPoints: [resolve(root, "tools/bench/worker-entries", file)],
+    bundle: true,
+    minify,
+    format: "esm",
+    platform: "neutral",
+    mainFields: ["module", "main"],
+    target: "es2022",
+    write: false,
+    logLevel: "silent",
+  };
+}
 
 /** One module's cost in an entry. */
 export interface ModuleCost {
@@ -22,18 +38,7 @@ export interface ModuleCost {
 
 /** Each module's cost in the entry `file` of tools/bench/worker-entries/, largest first. */
 export async function moduleCosts(root: string, file: string): Promise<ModuleCost[]> {
-  const result = await build({
-    absWorkingDir: root,
-    entryPoints: [resolve(root, "tools/bench/worker-entries", file)],
-    bundle: true,
-    minify: false,
-    format: "esm",
-    platform: "neutral",
-    mainFields: ["module", "main"],
-    target: "es2022",
-    write: false,
-    logLevel: "silent",
-  });
+  const result = await build(workerBuild(root, file, false));
   // An unminified bundle opens each module's code with a comment naming it.
   const text = (result.outputFiles[0] as { text: string }).text;
   const chunks = text.split(/^(?=\/\/ (?:src|tools|node_modules)\/)/m);

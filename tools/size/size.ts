@@ -15,7 +15,7 @@ import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { build } from "esbuild";
-import { byFolder, moduleCosts } from "./modules.js";
+import { byFolder, moduleCosts, workerBuild } from "./modules.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const KIB = 1024;
@@ -38,17 +38,7 @@ const ENTRIES: readonly Entry[] = [
 
 /** Minified and gzipped bytes of one entry. */
 export async function measure(file: string): Promise<{ minifiedBytes: number; gzippedBytes: number }> {
-  const result = await build({
-    entryPoints: [resolve(ROOT, "tools/bench/worker-entries", file)],
-    bundle: true,
-    minify: true,
-    format: "esm",
-    platform: "neutral",
-    mainFields: ["module", "main"],
-    target: "es2022",
-    write: false,
-    logLevel: "silent",
-  });
+  const result = await build(workerBuild(ROOT, file, true));
   const code = (result.outputFiles[0] as { contents: Uint8Array }).contents;
   return { minifiedBytes: code.byteLength, gzippedBytes: gzipSync(code, { level: 9 }).byteLength };
 }
