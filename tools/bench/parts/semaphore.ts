@@ -130,7 +130,7 @@ export async function semaphorePart(ctx: BenchContext): Promise<PartResult> {
   const part = emptyPart("semaphore", "Counting semaphores");
   const { smoke } = ctx.options;
   const callers = smoke ? 6 : 12;
-  const windowMs = smoke ? 500 : ctx.options.durationS * 1000;
+  const windowMs = smoke ? 1000 : ctx.options.durationS * 1000;
   const rounds = smoke ? 1 : Math.max(3, ctx.options.rounds);
   const trials = smoke ? 2 : 10;
   const nodes = ctx.host.nodes.slice(0, N);
