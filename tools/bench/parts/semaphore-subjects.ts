@@ -8,10 +8,20 @@
  */
 import { Redis as IORedis } from "ioredis";
 import { Semaphore as CountingSemaphore, RedlockSemaphore } from "redis-semaphore";
-import { type Lock, Redlock, Semaphore } from "../../../src/index.js";
+import { type Lock, Redlock, type RedlockOptions, Semaphore } from "../../../src/index.js";
 import { isGiveUp } from "../systems.js";
 
-export type SemaphoreSubjectId = "edge-redlock" | "redis-semaphore" | "redlock-semaphore";
+export type SemaphoreSubjectId = "edge-redlock" | "edge-redlock-10ms" | "redis-semaphore" | "redlock-semaphore";
+
+/**
+ * edge-redlock waiting as redis-semaphore does by default: a fixed 10 ms between rounds for up to
+ * 10 s, with no request budget (redis-semaphore has none).
+ */
+const REDIS_SEMAPHORE_WAITING: RedlockOptions = Object.freeze({
+  retryDelay: () => 10,
+  acquireTimeoutMs: 10_000,
+  requestBudget: Number.POSITIVE_INFINITY,
+});
 
 /** What the part reports about a subject. */
 export interface SemaphoreSubjectInfo {
@@ -30,6 +40,13 @@ export const SEMAPHORE_SUBJECTS: Record<SemaphoreSubjectId, SemaphoreSubjectInfo
     nodes: (n) => n,
     waiting:
       "defaults: a fan-out on a random slot, then a probe of one node and a fan-out on a slot free there; while every slot is held, one probe per round with full-jitter backoff (base 100 ms, cap 2 s), 10 rounds",
+  },
+  "edge-redlock-10ms": {
+    label: "edge-redlock Semaphore (10 ms retries)",
+    transport: "REST",
+    nodes: (n) => n,
+    waiting:
+      "redis-semaphore's waiting: `retryDelay: () => 10`, `acquireTimeoutMs: 10_000`, `requestBudget: Infinity` (one probe per round while every slot is held, 10 ms apart, for up to 10 s)",
   },
   "redis-semaphore": {
     label: "redis-semaphore Semaphore",
@@ -93,7 +110,8 @@ export async function createSemaphoreClient(
 ): Promise<SemaphoreClient> {
   const ttlMs = options.ttlMs ?? 10_000;
   const singleTry = options.singleTry ?? false;
-  if (id === "edge-redlock") return edgeRedlock(routes, counter, ttlMs, singleTry);
+  if (id === "edge-redlock") return edgeRedlock(routes, counter, ttlMs, singleTry, {});
+  if (id === "edge-redlock-10ms") return edgeRedlock(routes, counter, ttlMs, singleTry, REDIS_SEMAPHORE_WAITING);
   const used = id === "redis-semaphore" ? routes.slice(0, 1) : routes;
   const clients = await connect(used, counter);
   const lockOptions = { lockTimeout: ttlMs, ...(singleTry ? { acquireAttemptsLimit: 1 } : {}) };
@@ -127,6 +145,7 @@ function edgeRedlock(
   counter: RequestCounter,
   ttlMs: number,
   singleTry: boolean,
+  waiting: RedlockOptions,
 ): SemaphoreClient {
   const nodes = routes.map(({ url, token, fetch: inner }) => {
     const send = inner ?? ((input: RequestInfo | URL, init?: RequestInit) => globalThis.fetch(input, init));
@@ -137,7 +156,7 @@ function edgeRedlock(
     return { url, token, fetch: counted };
   });
   // A key prefix of this part's own: the nodes' cluster fingerprint binds a prefix to one node list.
-  const redlock = new Redlock({ nodes, keyPrefix: "sem:" });
+  const redlock = new Redlock({ nodes, keyPrefix: "sem:", ...waiting });
   return {
     semaphore(name, permits) {
       const semaphore = new Semaphore(redlock, name, permits);
