@@ -41,13 +41,14 @@ const EDGE = "edge-redlock Semaphore";
 const SUBJECTS = [EDGE, `${EDGE} (10 ms retries)`, "redis-semaphore Semaphore", "redis-semaphore RedlockSemaphore"];
 
 describe("npm run bench -- --parts semaphore, smoke", () => {
-  it("grants permits to every subject at k = 3 and k = 2, and counts their requests", () => {
+  it("grants permits to every subject at every load, and counts their requests", () => {
     const load = (part().figures ?? []).filter((f) => !f.label.startsWith("counterexample"));
-    expect(load).toHaveLength(8);
+    expect(load).toHaveLength(12);
     for (const subject of SUBJECTS) {
-      for (const k of [3, 2]) {
-        const row = load.find((f) => f.label === `${subject}, k = ${k}`);
-        expect(row, `${subject}, k = ${k}`).toBeDefined();
+      // Contended (6 callers) at k = 3 and k = 2, and uncontended (as many callers as permits).
+      for (const config of ["k = 3", "k = 2", "k = 3, C = 3"]) {
+        const row = load.find((f) => f.label === `${subject}, ${config}`);
+        expect(row, `${subject}, ${config}`).toBeDefined();
         // A one-second window of 6 callers holding 20 ms: even a slow machine grants a few.
         expect(row?.values.grants, row?.label).toBeGreaterThanOrEqual(3);
         // Each grant needs at least one request to a node.
@@ -58,9 +59,9 @@ describe("npm run bench -- --parts semaphore, smoke", () => {
   });
 
   it("edge-redlock's Semaphore never has more holders at once than permits", () => {
-    // Both waiting settings at k = 3 and k = 2, and the counterexample.
+    // Both waiting settings at each of the three loads, and the counterexample.
     const edge = figures(EDGE);
-    expect(edge).toHaveLength(5);
+    expect(edge).toHaveLength(7);
     for (const f of edge) {
       const permits = f.values.permits ?? 2;
       expect(f.values.mostAtOnce, f.label).toBeLessThanOrEqual(permits);

@@ -25,16 +25,30 @@ const N = 3;
 const SUBJECTS: SemaphoreSubjectId[] = ["edge-redlock", "edge-redlock-10ms", "redis-semaphore", "redlock-semaphore"];
 /** The counterexample makes one try per client: waiting settings do not apply there. */
 const PAIRS_SUBJECTS: SemaphoreSubjectId[] = ["edge-redlock", "redis-semaphore", "redlock-semaphore"];
-const PERMITS = [3, 2];
+/** Contended: C callers for k = 3 and k = 2. Uncontended: as many callers as permits, so a permit is always free. */
+function configs(callers: number): Config[] {
+  return [
+    { permits: 3, callers },
+    { permits: 2, callers },
+    { permits: 3, callers: 3 },
+  ];
+}
 const HOLD_MS = 20;
 const DELAY_MS = 20;
 const PAIRS_LATE_MS = 300;
 const PAIRS_HOLD_MS = PAIRS_LATE_MS + 300;
 
+/** A load: k permits, C callers. */
+interface Config {
+  permits: number;
+  callers: number;
+}
+
 /** One subject's figures in one window. */
 export interface SemaphoreRun {
   id: SemaphoreSubjectId;
   permits: number;
+  callers: number;
   /** Permits granted inside the window. */
   grants: number;
   permitsPerS: number;
@@ -115,6 +129,7 @@ async function runWindow(
     return {
       id,
       permits,
+      callers,
       grants,
       permitsPerS: grants / (windowMs / 1000),
       requestsPerPermit: grants > 0 ? sent / grants : Number.NaN,
@@ -140,15 +155,15 @@ export async function semaphorePart(ctx: BenchContext): Promise<PartResult> {
   const nodes = ctx.host.nodes.slice(0, N);
   const tag = `${process.pid}:${Date.now().toString(36)}`;
   part.method.push(
-    `N = ${N} nodes, +${DELAY_MS} ms per node on every round trip (REST bridges and TCP proxies alike). k = ${PERMITS.join(" and k = ")} permits. ${callers} callers, each its own client instance (its own Redlock, or its own ioredis connections), all in the benchmark's process: each loops acquire (lease 10 s) → hold ${HOLD_MS} ms → release on one semaphore for a ${windowMs / 1000} s window; after a give-up it calls acquire again.`,
+    `N = ${N} nodes, +${DELAY_MS} ms per node on every round trip (REST bridges and TCP proxies alike). k = 3 and k = 2 permits with ${callers} callers (contended), and k = 3 with 3 callers (uncontended: a permit is always free, so this is the cost of a permit without waiting for one; edge-redlock may still try a slot another caller holds and probe for a free one). Each caller is its own client instance (its own Redlock, or its own ioredis connections), all in the benchmark's process: each loops acquire (lease 10 s) → hold ${HOLD_MS} ms → release on one semaphore for a ${windowMs / 1000} s window; after a give-up it calls acquire again.`,
     `Subjects: ${SUBJECTS.map((id) => `${label(id)} (${SEMAPHORE_SUBJECTS[id].transport}, ${SEMAPHORE_SUBJECTS[id].nodes(N)} node${SEMAPHORE_SUBJECTS[id].nodes(N) === 1 ? "" : "s"}; ${SEMAPHORE_SUBJECTS[id].waiting})`).join("; ")}.`,
-    `${rounds} rounds; in each, every subject at each k runs one window, in an order that rotates from round to round. Figures are medians over the rounds; "most holders at once" is the largest over the rounds.`,
+    `${rounds} rounds; in each, every subject at each load runs one window, in an order that rotates from round to round. Figures are medians over the rounds; "most holders at once" is the largest over the rounds.`,
     "Permits/s: grants inside the window ÷ its length. Requests per permit: requests the callers sent inside the window ÷ its grants, counted on the client by its own transport (every fetch to a node for edge-redlock; every command ioredis writes for redis-semaphore). Wait: from the acquire call to the grant, for the grants inside the window (a caller still waiting at its end is not in it). At the end no caller starts another acquisition; those under way finish, and the history covers them too. A warm-up acquisition per caller before each window is not counted.",
     "Most holders at once: the overlap checker, over a history of claimed windows (from the grant, as the caller learns it, to the moment it starts its release), all read on the benchmark process's one clock; a safe semaphore never has more than k.",
   );
   const runs: SemaphoreRun[] = [];
   const loads: string[] = [];
-  const combos = PERMITS.flatMap((permits) => SUBJECTS.map((id) => ({ id, permits })));
+  const combos = configs(callers).flatMap((config) => SUBJECTS.map((id) => ({ id, ...config })));
   await ctx.host.setUniformDelay(DELAY_MS);
   try {
     for (let round = 0; round < rounds; round++) {
@@ -157,9 +172,9 @@ export async function semaphorePart(ctx: BenchContext): Promise<PartResult> {
           .map((l) => l.toFixed(1))
           .join(", "),
       );
-      for (const { id, permits } of rotate(combos, round)) {
-        ctx.log(`  semaphore: round ${round + 1}, ${label(id)}, k = ${permits}`);
-        runs.push(await runWindow(id, nodes, permits, callers, windowMs, `sem:${tag}:${round}:${permits}:${id}`));
+      for (const { id, permits, callers: c } of rotate(combos, round)) {
+        ctx.log(`  semaphore: round ${round + 1}, ${label(id)}, k = ${permits}, C = ${c}`);
+        runs.push(await runWindow(id, nodes, permits, c, windowMs, `sem:${tag}:${round}:${permits}:${c}:${id}`));
       }
     }
   } finally {
@@ -180,11 +195,12 @@ function report(
 ): void {
   const rows: string[][] = [];
   part.figures = [];
-  for (const permits of PERMITS) {
+  for (const { permits, callers } of configs(s.callers)) {
     for (const id of SUBJECTS) {
-      const mine = runs.filter((r) => r.id === id && r.permits === permits);
+      const mine = runs.filter((r) => r.id === id && r.permits === permits && r.callers === callers);
       const values = {
         permits,
+        callers,
         permitsPerS: median(mine.map((r) => r.permitsPerS)),
         grants: Math.min(...mine.map((r) => r.grants)),
         requestsPerPermit: median(mine.map((r) => r.requestsPerPermit)),
@@ -193,10 +209,12 @@ function report(
         giveUps: median(mine.map((r) => r.giveUps)),
         mostAtOnce: Math.max(...mine.map((r) => r.mostAtOnce)),
       };
-      part.figures.push({ label: `${label(id)}, k = ${permits}`, values });
+      const load = callers === s.callers ? "" : `, C = ${callers}`;
+      part.figures.push({ label: `${label(id)}, k = ${permits}${load}`, values });
       const info = SEMAPHORE_SUBJECTS[id];
       rows.push([
         String(permits),
+        String(callers),
         info.label,
         `${info.transport}, ${info.nodes(N)}`,
         fmt(values.permitsPerS, 1),
@@ -208,16 +226,17 @@ function report(
         String(values.mostAtOnce),
       ]);
       part.violations.push({
-        label: `semaphore, ${info.label}, k = ${permits}`,
+        label: `semaphore, ${info.label}, k = ${permits}, C = ${callers}`,
         lostUpdates: 0,
         overlaps: Math.max(0, values.mostAtOnce - permits),
       });
     }
   }
   part.tables.push({
-    title: `Semaphores under load (N = ${N}, +${DELAY_MS} ms per node, ${s.callers} callers, hold ${HOLD_MS} ms, ${s.windowMs / 1000} s windows, median of ${s.rounds} rounds)`,
+    title: `Semaphores under load (N = ${N}, +${DELAY_MS} ms per node, hold ${HOLD_MS} ms, ${s.windowMs / 1000} s windows, median of ${s.rounds} rounds)`,
     columns: [
       "k",
+      "callers",
       "system",
       "transport, nodes",
       "permits/s",
