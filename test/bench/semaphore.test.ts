@@ -1,10 +1,10 @@
 /**
  * Smoke run of the semaphore part (`npm run bench -- --parts semaphore`): one-second windows, 6
- * callers, two counterexample trials. Every subject is granted permits and its requests are
- * counted; edge-redlock's Semaphore never has more holders at once than permits, under load or in
- * the counterexample, where redis-semaphore's RedlockSemaphore (a count per node) admits three
- * holders of two permits: the overlap checker catches it on real nodes. Timings are not checked:
- * they belong to `npm run bench`.
+ * callers, two counterexample trials. Every subject is granted permits, and its requests are
+ * counted on the client exactly as on the servers. edge-redlock's Semaphore never has more
+ * holders at once than permits, under load or in the counterexample, where redis-semaphore's
+ * RedlockSemaphore (a count per node) admits three holders of two permits: the overlap checker
+ * catches it on real nodes. Timings are not checked: they belong to `npm run bench`.
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -41,7 +41,7 @@ const EDGE = "edge-redlock Semaphore";
 const SUBJECTS = [EDGE, `${EDGE} (10 ms retries)`, "redis-semaphore Semaphore", "redis-semaphore RedlockSemaphore"];
 
 describe("npm run bench -- --parts semaphore, smoke", () => {
-  it("grants permits to every subject at every load, and counts their requests", () => {
+  it("grants permits to every subject at every load, and counts their requests as the servers do", () => {
     const load = (part().figures ?? []).filter((f) => !f.label.startsWith("counterexample"));
     expect(load).toHaveLength(12);
     for (const subject of SUBJECTS) {
@@ -54,6 +54,9 @@ describe("npm run bench -- --parts semaphore, smoke", () => {
         // Each grant needs at least one request to a node.
         expect(row?.values.requestsPerPermit, row?.label).toBeGreaterThanOrEqual(1);
         expect(Number.isFinite(row?.values.waitP50), row?.label).toBe(true);
+        // The clients' own counts are the servers' (HTTP requests at the bridges, commands at the proxies).
+        expect(row?.values.clientRequests, row?.label).toBeGreaterThan(0);
+        expect(row?.values.clientRequests, row?.label).toBe(row?.values.serverRequests);
       }
     }
   });

@@ -9,6 +9,7 @@
  */
 import { loadavg } from "node:os";
 import { type BenchContext, emptyPart, type PartResult } from "../context.js";
+import type { NodeHost } from "../node-host-client.js";
 import type { HostNode } from "../node-host-protocol.js";
 import { fmt, median, quantile, rotate, sleep } from "../stats.js";
 import { PermitHistory } from "./permit-history.js";
@@ -61,10 +62,21 @@ export interface SemaphoreRun {
   giveUps: number;
   /** The most claimed windows open at once. */
   mostAtOnce: number;
+  /** Requests the clients counted over their whole life (warm-up and drain included). */
+  clientRequests: number;
+  /** The same, counted by the servers: HTTP requests at the bridges, commands at the TCP proxies. */
+  serverRequests: number;
+}
+
+/** Requests the lock nodes received so far: HTTP requests at the bridges and commands at the TCP proxies. */
+async function serverRequests(host: NodeHost): Promise<number> {
+  const counts = await host.counts();
+  return [...counts.http, ...counts.tcp].reduce((a, b) => a + b, 0);
 }
 
 /** `callers` clients of `id` loop acquire → hold → release on one semaphore for `windowMs`. */
 async function runWindow(
+  host: NodeHost,
   id: SemaphoreSubjectId,
   nodes: readonly HostNode[],
   permits: number,
@@ -73,9 +85,16 @@ async function runWindow(
   name: string,
 ): Promise<SemaphoreRun> {
   const counter: RequestCounter = { sent: 0 };
+  // Windows run one at a time: between these two readings only this window's clients reach the nodes.
+  const serverBefore = await serverRequests(host);
   const clients: SemaphoreClient[] = await Promise.all(
     Array.from({ length: callers }, () => createSemaphoreClient(id, nodes, counter)),
   );
+  let closing: Promise<unknown> | undefined;
+  const closeAll = () => {
+    closing ??= Promise.all(clients.map((client) => client.close()));
+    return closing;
+  };
   try {
     // Warm-up, not counted: connections, script caches, edge-redlock's cluster check.
     await Promise.all(
@@ -126,6 +145,7 @@ async function runWindow(
       clearTimeout(timer);
     }
     const check = history.check(permits);
+    await closeAll();
     return {
       id,
       permits,
@@ -137,9 +157,11 @@ async function runWindow(
       waitP99: quantile(waits, 0.99),
       giveUps,
       mostAtOnce: check.mostAtOnce,
+      clientRequests: counter.sent,
+      serverRequests: (await serverRequests(host)) - serverBefore,
     };
   } finally {
-    await Promise.all(clients.map((client) => client.close()));
+    await closeAll();
   }
 }
 
@@ -158,7 +180,7 @@ export async function semaphorePart(ctx: BenchContext): Promise<PartResult> {
     `N = ${N} nodes, +${DELAY_MS} ms per node on every round trip (REST bridges and TCP proxies alike). k = 3 and k = 2 permits with ${callers} callers (contended), and k = 3 with 3 callers (uncontended: a permit is always free, so this is the cost of a permit without waiting for one; edge-redlock may still try a slot another caller holds and probe for a free one). Each caller is its own client instance (its own Redlock, or its own ioredis connections), all in the benchmark's process: each loops acquire (lease 10 s) → hold ${HOLD_MS} ms → release on one semaphore for a ${windowMs / 1000} s window; after a give-up it calls acquire again.`,
     `Subjects: ${SUBJECTS.map((id) => `${label(id)} (${SEMAPHORE_SUBJECTS[id].transport}, ${SEMAPHORE_SUBJECTS[id].nodes(N)} node${SEMAPHORE_SUBJECTS[id].nodes(N) === 1 ? "" : "s"}; ${SEMAPHORE_SUBJECTS[id].waiting})`).join("; ")}.`,
     `${rounds} rounds; in each, every subject at each load runs one window, in an order that rotates from round to round. Figures are medians over the rounds; "most holders at once" is the largest over the rounds.`,
-    "Permits/s: grants inside the window ÷ its length. Requests per permit: requests the callers sent inside the window ÷ its grants, counted on the client by its own transport (every fetch to a node for edge-redlock; every command ioredis writes for redis-semaphore). Wait: from the acquire call to the grant, for the grants inside the window (a caller still waiting at its end is not in it). At the end no caller starts another acquisition; those under way finish, and the history covers them too. A warm-up acquisition per caller before each window is not counted.",
+    "Permits/s: grants inside the window ÷ its length. Requests per permit: requests the callers sent inside the window ÷ its grants, counted on the client by its own transport (every fetch to a node for edge-redlock; every command ioredis writes for redis-semaphore), and checked against the servers' counts (HTTP requests at the bridges, commands at the TCP proxies) over each window's whole life, warm-up and drain included. Wait: from the acquire call to the grant, for the grants inside the window (a caller still waiting at its end is not in it). At the end no caller starts another acquisition; those under way finish, and the history covers them too. A warm-up acquisition per caller before each window is not counted.",
     "Most holders at once: the overlap checker, over a history of claimed windows (from the grant, as the caller learns it, to the moment it starts its release), all read on the benchmark process's one clock; a safe semaphore never has more than k.",
   );
   const runs: SemaphoreRun[] = [];
@@ -174,7 +196,9 @@ export async function semaphorePart(ctx: BenchContext): Promise<PartResult> {
       );
       for (const { id, permits, callers: c } of rotate(combos, round)) {
         ctx.log(`  semaphore: round ${round + 1}, ${label(id)}, k = ${permits}, C = ${c}`);
-        runs.push(await runWindow(id, nodes, permits, c, windowMs, `sem:${tag}:${round}:${permits}:${c}:${id}`));
+        runs.push(
+          await runWindow(ctx.host, id, nodes, permits, c, windowMs, `sem:${tag}:${round}:${permits}:${c}:${id}`),
+        );
       }
     }
   } finally {
@@ -208,6 +232,8 @@ function report(
         waitP99: median(mine.map((r) => r.waitP99)),
         giveUps: median(mine.map((r) => r.giveUps)),
         mostAtOnce: Math.max(...mine.map((r) => r.mostAtOnce)),
+        clientRequests: mine.reduce((sum, r) => sum + r.clientRequests, 0),
+        serverRequests: mine.reduce((sum, r) => sum + r.serverRequests, 0),
       };
       const load = callers === s.callers ? "" : `, C = ${callers}`;
       part.figures.push({ label: `${label(id)}, k = ${permits}${load}`, values });
@@ -248,6 +274,19 @@ function report(
       "most holders at once",
     ],
     rows,
+  });
+  const counted = SUBJECTS.map((id) => {
+    const mine = runs.filter((r) => r.id === id);
+    return {
+      id,
+      client: mine.reduce((sum, r) => sum + r.clientRequests, 0),
+      server: mine.reduce((sum, r) => sum + r.serverRequests, 0),
+    };
+  });
+  part.tables.push({
+    title: "Requests counted by the clients against the servers' counts (every window, warm-up and drain included)",
+    columns: ["system", "counted by the clients", "counted by the servers", "difference"],
+    rows: counted.map((c) => [label(c.id), String(c.client), String(c.server), String(c.server - c.client)]),
   });
   part.tables.push({
     title: `The counterexample: k = ${PAIRS_PERMITS}, N = ${N}, three clients that each reach a different pair of nodes first (the third node ${PAIRS_LATE_MS} ms late), one try each, ${s.trials} trials`,
