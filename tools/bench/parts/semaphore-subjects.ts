@@ -11,6 +11,7 @@ import { Semaphore as CountingSemaphore, RedlockSemaphore } from "redis-semaphor
 import { type Lock, Redlock, type RedlockOptions, Semaphore } from "../../../src/index.js";
 import { isGiveUp } from "../systems.js";
 
+/** The semaphores compared: edge-redlock with its defaults and with redis-semaphore's waiting, and redis-semaphore's two. */
 export type SemaphoreSubjectId = "edge-redlock" | "edge-redlock-10ms" | "redis-semaphore" | "redlock-semaphore";
 
 /**
@@ -33,6 +34,7 @@ export interface SemaphoreSubjectInfo {
   waiting: string;
 }
 
+/** What each subject is, for the part's method lines and tables. */
 export const SEMAPHORE_SUBJECTS: Record<SemaphoreSubjectId, SemaphoreSubjectInfo> = {
   "edge-redlock": {
     label: "edge-redlock Semaphore",
@@ -94,6 +96,7 @@ export interface RequestCounter {
   sent: number;
 }
 
+/** How a client acquires. */
 export interface ClientOptions {
   /** One try, never a pause: edge-redlock's `tryAcquire()`, redis-semaphore's `acquireAttemptsLimit: 1`. @default false */
   singleTry?: boolean;

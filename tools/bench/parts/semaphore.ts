@@ -167,6 +167,7 @@ async function runWindow(
 
 const label = (id: SemaphoreSubjectId) => SEMAPHORE_SUBJECTS[id].label;
 
+/** The part: the loads of every subject, round after round, then the counterexample. */
 export async function semaphorePart(ctx: BenchContext): Promise<PartResult> {
   const part = emptyPart("semaphore", "Counting semaphores");
   const { smoke } = ctx.options;
