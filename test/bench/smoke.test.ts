@@ -2,8 +2,8 @@
  * Smoke run of every benchmark part (about a second each): the harness runs end to end, every
  * part produces rows, the correctness columns are 0 for every lock, the negative control (no
  * lock at all) is caught, and no node process is left behind. Timings are not checked here:
- * they belong to `npm run bench`. The isolates parts have a smoke run of their own
- * (./isolates.test.ts).
+ * they belong to `npm run bench`. The isolates parts and the semaphore part have smoke runs of
+ * their own (./isolates.test.ts, ./semaphore.test.ts).
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,8 +15,8 @@ import { isProcessAlive } from "../../tools/nodes/process-utils.js";
 
 const outDir = mkdtempSync(join(tmpdir(), "edge-redlock-bench-smoke-"));
 let run: BenchRun;
-const ISOLATE_PARTS: PartId[] = ["isolates", "geo"];
-const parts = (Object.keys(PARTS) as PartId[]).filter((p) => !ISOLATE_PARTS.includes(p));
+const OWN_SMOKE_RUN: PartId[] = ["isolates", "geo", "semaphore"];
+const parts = (Object.keys(PARTS) as PartId[]).filter((p) => !OWN_SMOKE_RUN.includes(p));
 
 beforeAll(async () => {
   run = await runBench({

@@ -15,6 +15,7 @@ import { hotKeyPart } from "./parts/hotkey.js";
 import { geoPart, isolatesPart } from "./parts/isolates.js";
 import { floorPart, slowNodePart, uncontendedPart } from "./parts/latency.js";
 import { overlapPart } from "./parts/overlap.js";
+import { semaphorePart } from "./parts/semaphore.js";
 import { subrequestsPart } from "./parts/subrequests.js";
 import { type Environment, printPart, writeResults } from "./report.js";
 import { preloadScripts } from "./scripts.js";
@@ -31,6 +32,7 @@ export const PARTS = {
   cpu: cpuPart,
   bundle: bundlePart,
   subrequests: subrequestsPart,
+  semaphore: semaphorePart,
 } as const;
 
 export type PartId = keyof typeof PARTS;
@@ -68,9 +70,14 @@ function environment(options: RunBenchOptions): Environment {
     machine: `${cpus().length} CPUs (${model}), ${process.platform} ${process.arch}`,
     node: process.version,
     redis,
-    peers: ["@upstash/lock", "@upstash/redis", "@sesamecare-oss/redlock", "redlock-universal", "ioredis"].map(
-      (p) => `${p} ${version(p)}`,
-    ),
+    peers: [
+      "@upstash/lock",
+      "@upstash/redis",
+      "@sesamecare-oss/redlock",
+      "redlock-universal",
+      "ioredis",
+      "redis-semaphore",
+    ].map((p) => `${p} ${version(p)}`),
     mode: options.smoke ? "smoke" : options.quick ? "quick" : "full",
     load: `at the start: ${loadavg()
       .map((l) => l.toFixed(1))
