@@ -43,3 +43,12 @@ export function geometricGap(waitedMs: number, waitLeftMs: number, pollsLeft: nu
   const from = Math.max(waitedMs, seedMs);
   return from * (((from + waitLeftMs) / from) ** (1 / pollsLeft) - 1);
 }
+
+/**
+ * How long from `now` until one more poll keeps every window of a second at `perSecond` polls or
+ * fewer, given when the latest polls were sent (`recentPolls`, oldest first).
+ */
+export function windowGap(recentPolls: readonly number[], now: number, perSecond: number): number {
+  const oldest = recentPolls[recentPolls.length - perSecond];
+  return oldest === undefined ? 0 : Math.max(0, oldest + 1000 - now);
+}

@@ -19,7 +19,7 @@
  */
 import type { AttemptReport } from "../base/report.js";
 import { sleep } from "../base/signals.js";
-import { geometricGap, patience } from "../core/backoff.js";
+import { geometricGap, patience, windowGap } from "../core/backoff.js";
 import { acquireTimeout, checkBudget, stopAfter } from "../core/backoff-waiting.js";
 import type { Engine } from "../core/engine.js";
 import type { RequestMeter, TaskContext } from "../core/fanout.js";
@@ -35,10 +35,16 @@ import type { RedisNode } from "../transport/rest.js";
 import { primitiveKey } from "./calls.js";
 import { semaphoreLineScript } from "./scripts/semaphore-line.js";
 
-/** Shortest pause between two polls of the line, in ms: at most 10 polls a second per waiter. */
-export const MIN_POLL_GAP_MS = 100;
+/** At most this many polls of the line a second per waiter: no window of a second holds more. */
+export const MAX_POLLS_PER_SECOND = 10;
 /** Shortest pause between two polls of a waiter more than {@link FAR_BACK} places behind its turn. */
 export const FAR_BACK_POLL_GAP_MS = 500;
+/** The pause before the next poll when the gate cannot tell when a slot frees up (no hold seen end yet), in ms. */
+export const UNPREDICTED_POLL_MS = 100;
+/** The longest pause a prediction asks for, in ms: a lease given with a poll covers it (see {@link leaseFor}). */
+export const MAX_AIMED_PAUSE_MS = 1000;
+/** How long after the predicted release a poll aims to land at the gate, in ms. */
+export const AIM_MARGIN_MS = 5;
 /** Waiters with this many more ahead of them than slots are free poll at most twice a second. */
 export const FAR_BACK = 6;
 
@@ -51,8 +57,12 @@ export const PROBE_EVERY = 4;
 /** How long a line stays hot in an isolate after a poll that found others waiting or nothing free for us, in ms. */
 export const HOT_MS = 2000;
 
-/** Per client, the lines this isolate saw busy lately: line key → until when (the options' clock). */
-const hotLines = new WeakMap<Engine, Map<string, number>>();
+/**
+ * The lines this isolate saw busy lately, by cluster (see `Engine.scoped`: every client of the same
+ * nodes, such as one made per request on Workers, shares the entry) and line key → until when (the
+ * options' clock).
+ */
+const hotLines = new Map<string, number>();
 
 /**
  * Whether this isolate saw the line busy lately: its next caller then joins the line at once
@@ -60,23 +70,18 @@ const hotLines = new WeakMap<Engine, Map<string, number>>();
  * right away goes to the back of the line, as does anyone else who arrives while waiters wait.
  */
 export function isHot(engine: Engine, lineKey: string, now: number): boolean {
-  const lines = hotLines.get(engine);
-  const until = lines?.get(lineKey);
+  const [line] = engine.scoped([lineKey]) as [string];
+  const until = hotLines.get(line);
   if (until === undefined) return false;
   if (until > now) return true;
-  lines?.delete(lineKey);
+  hotLines.delete(line);
   return false;
 }
 
 function markHot(engine: Engine, lineKey: string, until: number): void {
-  let lines = hotLines.get(engine);
-  if (lines === undefined) {
-    lines = new Map();
-    hotLines.set(engine, lines);
-  }
   // Bounded: the lines of names no longer in use drop out when it grows.
-  if (lines.size >= 1024) for (const [key, at] of lines) if (at <= until - HOT_MS) lines.delete(key);
-  lines.set(lineKey, until);
+  if (hotLines.size >= 1024) for (const [key, at] of hotLines) if (at <= until - HOT_MS) hotLines.delete(key);
+  hotLines.set(engine.scoped([lineKey])[0] as string, until);
 }
 
 /** What one poll of the line said. */
@@ -87,12 +92,24 @@ export interface LineAnswer {
   readonly length: number;
   /** Per slot, whether its key exists on the gate node. */
   readonly held: readonly boolean[];
+  /**
+   * Per slot, in ms from the gate's answer, when its holder should let go by the holds the gate has
+   * seen end (0 free or overdue, -1 unknown: no hold seen end yet).
+   */
+  readonly dueMs: readonly number[];
 }
 
-/** The keys of a semaphore's line on its gate node: the line by arrival, and the leases. */
-export function lineKeys(keyPrefix: string, name: string): [line: string, leases: string] {
-  return [primitiveKey(keyPrefix, "semaphore", name, "line"), primitiveKey(keyPrefix, "semaphore", name, "leases")];
+/** The keys of a semaphore's line on its gate node: the line by arrival, the leases, and the holds seen. */
+export function lineKeys(keyPrefix: string, name: string): LineKeys {
+  return [
+    primitiveKey(keyPrefix, "semaphore", name, "line"),
+    primitiveKey(keyPrefix, "semaphore", name, "leases"),
+    primitiveKey(keyPrefix, "semaphore", name, "holds"),
+  ];
 }
+
+/** See {@link lineKeys}. */
+export type LineKeys = readonly [line: string, leases: string, holds: string];
 
 /** The gate of a line: a node picked by a hash of the line key, the same for every client. */
 export function lineGate(lineKey: string, nodeCount: number): number {
@@ -103,7 +120,7 @@ export function lineGate(lineKey: string, nodeCount: number): number {
 export async function lineOnNode(
   node: RedisNode,
   slotKeys: readonly string[],
-  keys: readonly [string, string],
+  keys: LineKeys,
   waiter: string,
   mode: "poll" | "leave",
   leaseMs: number,
@@ -116,11 +133,19 @@ export async function lineOnNode(
     [waiter, mode, Math.ceil(leaseMs), slotKeys.length],
     context,
   );
-  if (Array.isArray(reply) && reply.length === 3) {
-    const [rank, length, slots] = reply;
-    const lengthOk = typeof slots === "string" && slots.length === (mode === "leave" ? 0 : slotKeys.length);
-    if (Number.isInteger(rank) && Number.isInteger(length) && lengthOk && /^[hf]*$/.test(slots)) {
-      return { rank: rank as number, length: length as number, held: [...slots].map((letter) => letter === "h") };
+  if (Array.isArray(reply) && reply.length === 4) {
+    const [rank, length, slots, due] = reply;
+    const count = mode === "leave" ? 0 : slotKeys.length;
+    const dueMs = typeof due === "string" && due !== "" ? due.split(",").map(Number) : [];
+    const shapeOk =
+      typeof slots === "string" && slots.length === count && /^[hf]*$/.test(slots) && dueMs.length === count;
+    if (Number.isInteger(rank) && Number.isInteger(length) && shapeOk && dueMs.every((ms) => ms >= -1)) {
+      return {
+        rank: rank as number,
+        length: length as number,
+        held: [...slots].map((letter) => letter === "h"),
+        dueMs,
+      };
     }
   }
   throw unexpected(node, semaphoreLineScript.name, reply);
@@ -144,16 +169,33 @@ export function slotByRank(
 }
 
 /**
- * Pause before the next poll, in ms: {@link MIN_POLL_GAP_MS} ({@link FAR_BACK_POLL_GAP_MS} when
- * `behind`, how many more wait ahead of us than slots are free, is {@link FAR_BACK} or more), wider as the wait
- * grows when the request budget would not last: the polls it still allows (`pollsLeft`) spaced
- * in a geometric progression from the time waited so far (`waitedMs`) to the end of the waiting
- * (`waitLeftMs` more), so that a turn that comes soon is seen within the least gap, and a waiter
- * behind long holds runs out of patience, not of requests. As the mutex's line paces its polls.
+ * The least pause before the next poll, in ms: {@link FAR_BACK_POLL_GAP_MS} when `behind` (how many
+ * more wait ahead of us than slots are free) is {@link FAR_BACK} or more, and wider as the wait grows
+ * when the request budget would not last (`core/backoff.geometricGap`, from 100 ms waited): a
+ * waiter behind long holds runs out of patience, not of requests. The rate of polls near the front
+ * is bounded by a window instead (at most {@link MAX_POLLS_PER_SECOND} in any second).
  */
 export function pollGap(behind: number, waitedMs: number, waitLeftMs: number, pollsLeft: number): number {
-  const least = behind >= FAR_BACK ? FAR_BACK_POLL_GAP_MS : MIN_POLL_GAP_MS;
-  return Math.min(Math.max(least, geometricGap(waitedMs, waitLeftMs, pollsLeft, least)), MAX_DELAY_MS);
+  const least = behind >= FAR_BACK ? FAR_BACK_POLL_GAP_MS : 0;
+  const spread = geometricGap(waitedMs, waitLeftMs, pollsLeft, 1000 / MAX_POLLS_PER_SECOND);
+  return Math.min(Math.max(least, spread), MAX_DELAY_MS);
+}
+
+/**
+ * The pause the line's prediction asks for before the next poll, in ms from the answer's arrival:
+ * so that the poll lands at the gate just after the slot our turn waits for should free up (the
+ * `behind + 1`-th soonest of the holders' due times; the answer left the gate half a round trip
+ * before it arrived, and the poll takes another half), capped at {@link MAX_AIMED_PAUSE_MS}. When the
+ * gate cannot tell (no hold seen end yet), or the holder is overdue, {@link UNPREDICTED_POLL_MS}, at
+ * a patient pace: a waiter that looks too often only meets the window of 10 polls a second.
+ * `due`: the due times of the held slots we may get (not our own), in ms.
+ */
+export function aimedPause(due: readonly number[], behind: number, rttMs: number): number {
+  const sorted = [...due].sort((a, b) => a - b);
+  const turn = sorted[behind];
+  if (turn === undefined || sorted.slice(0, behind + 1).some((ms) => ms < 0)) return UNPREDICTED_POLL_MS;
+  if (turn === 0) return UNPREDICTED_POLL_MS;
+  return Math.min(Math.max(0, turn + AIM_MARGIN_MS - rttMs), MAX_AIMED_PAUSE_MS);
 }
 
 /**
@@ -172,7 +214,6 @@ export function leaseFor(gapMs: number, requestTimeoutMs: number): number {
 export function suspectMs(ttlMs: number): number {
   return Math.min(ttlMs, 2000);
 }
-
 
 /** What waiting in line needs of the semaphore and its call. */
 export interface Seat {
@@ -215,6 +256,8 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
   let inLine = false;
   let headPolls = 0;
   let behind = 0;
+  let rttMs = 0;
+  const recentPolls: number[] = [];
   const suspects = new Map<number, number>();
   // After a poll: a take (N) and leaving (1), with the release (N) that checkBudget keeps.
   const reserve = nodeCount + 1;
@@ -236,7 +279,10 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
     }
     const waitLeft = Math.min(seat.deadline, patient ? patienceUntil : Number.POSITIVE_INFINITY) - now;
     const gap = pollGap(behind, now - started, waitLeft, pollsLeft - 1);
-    const answer = await pollLine(seat, gate, keys, waiter, leaseFor(gap, o.requestTimeoutMs));
+    recentPolls.push(now);
+    if (recentPolls.length > MAX_POLLS_PER_SECOND) recentPolls.shift();
+    const lease = leaseFor(Math.max(gap, MAX_AIMED_PAUSE_MS), o.requestTimeoutMs);
+    const answer = await pollLine(seat, gate, keys, waiter, lease);
     if (answer === undefined) {
       if (seat.signal?.aborted) {
         out();
@@ -246,6 +292,7 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
     }
     inLine = true;
     const at = o.clock.now();
+    rttMs = rttMs === 0 ? at - now : (3 * rttMs + (at - now)) / 4;
     for (const [slot, until] of suspects) if (until <= at || answer.held[slot]) suspects.delete(slot);
     if (answer.rank < bestRank) {
       bestRank = answer.rank;
@@ -254,6 +301,7 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
     const skip = (i: number) => seat.own(i) || suspects.has(i);
     let slot = slotByRank(answer.rank, answer.held, skip);
     behind = Math.max(0, answer.rank - answer.held.filter((held, i) => !held && !skip(i)).length);
+    const due = answer.dueMs.filter((_, i) => answer.held[i] && !seat.own(i));
     if (answer.length > 1 || slot === undefined) markHot(engine, keys[0], at + HOT_MS);
     headPolls = answer.rank === 0 && slot === undefined ? headPolls + 1 : 0;
     if (headPolls >= PROBE_EVERY && pollsLeft - 1 >= 1) {
@@ -302,7 +350,13 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
       checkBudget(request, reports, seat.meter.sent, 1 + reserve, nodeCount);
     }
     const limit = Math.min(seat.deadline, patient ? patienceUntil : Number.POSITIVE_INFINITY);
-    const pause = Math.max(0, Math.min(gap, limit - o.clock.now()));
+    const after = o.clock.now();
+    const wanted = Math.max(
+      aimedPause(due, behind, rttMs) - (after - at),
+      gap - (after - at),
+      windowGap(recentPolls, after, MAX_POLLS_PER_SECOND),
+    );
+    const pause = Math.max(0, Math.min(wanted, limit - after));
     try {
       await sleep(pause, seat.signal);
     } catch (reason) {
@@ -320,7 +374,7 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
 async function pollLine(
   seat: Seat,
   gate: number,
-  keys: readonly [string, string],
+  keys: LineKeys,
   waiter: string,
   leaseMs: number,
 ): Promise<LineAnswer | undefined> {
@@ -347,7 +401,7 @@ async function pollLine(
 }
 
 /** Leave the line in the background (nobody waits for it), so that those behind need not wait for our lease to run out. */
-function leaveLine(seat: Seat, gate: number, keys: readonly [string, string], waiter: string): void {
+function leaveLine(seat: Seat, gate: number, keys: LineKeys, waiter: string): void {
   const { engine, o, request } = seat;
   const work = engine
     .fan(

@@ -21,6 +21,9 @@ export interface PrimitiveStore {
   sortedSet(key: string): Map<string, number>;
   /** A live sorted set for reading. */
   readSortedSet(key: string): ReadonlyMap<string, number> | undefined;
+  hget(key: string, field: string): string | undefined;
+  hset(key: string, field: string, value: string): number;
+  hdel(key: string, field: string): number;
 }
 
 /** The node's time as the scripts compute it from `TIME`: whole milliseconds. */
@@ -126,7 +129,7 @@ function semaphoreLine(store: PrimitiveStore, keys: readonly string[], argv: rea
   if (mode === "leave") {
     if (store.readSortedSet(line)?.has(waiter)) store.sortedSet(line).delete(waiter);
     if (store.readSortedSet(leases)?.has(waiter)) store.sortedSet(leases).delete(waiter);
-    return [-1, store.readSortedSet(line)?.size ?? 0, ""];
+    return [-1, store.readSortedSet(line)?.size ?? 0, "", ""];
   }
   if (!store.readSortedSet(line)?.has(waiter)) {
     const last = Math.max(0, ...(store.readSortedSet(line)?.values() ?? []));
@@ -136,6 +139,50 @@ function semaphoreLine(store: PrimitiveStore, keys: readonly string[], argv: rea
   store.sortedSet(leases).set(waiter, now + lease);
   for (const key of [line, leases]) if (store.pttl(key) < lease + 1000) store.pexpire(key, lease + 1000);
   const order = [...(store.readSortedSet(line) ?? [])].sort(([a, x], [b, y]) => x - y || (a < b ? -1 : a > b ? 1 : 0));
-  const slots = keys.slice(0, k).map((key) => (store.exists(key) ? "h" : "f"));
-  return [order.findIndex(([member]) => member === waiter), order.length, slots.join("")];
+  const { slots, due } = slotHolds(store, keys.slice(0, k), keys[k + 2] as string, now);
+  return [order.findIndex(([member]) => member === waiter), order.length, slots.join(""), due.join(",")];
+}
+
+/** Per slot, held (`h`) or free (`f`) on this node, and when its holder should let go (see the script). */
+function slotHolds(
+  store: PrimitiveStore,
+  slotKeys: readonly string[],
+  holds: string,
+  now: number,
+): { slots: string[]; due: number[] } {
+  let hold = Number(store.hget(holds, "hold") ?? "-1");
+  const slots: string[] = [];
+  const due: number[] = [];
+  slotKeys.forEach((key, index) => {
+    const i = index + 1;
+    let value: string | undefined;
+    try {
+      value = store.get(key);
+    } catch {
+      value = "?";
+    }
+    const seen = store.hget(holds, `v${i}`);
+    if (value !== undefined) {
+      slots.push("h");
+      let at = now;
+      if (seen === value) at = Number(store.hget(holds, `t${i}`));
+      else {
+        store.hset(holds, `v${i}`, value);
+        store.hset(holds, `t${i}`, String(now));
+      }
+      due.push(hold >= 0 ? Math.max(0, at + hold - now) : -1);
+    } else {
+      slots.push("f");
+      due.push(0);
+      if (seen !== undefined) {
+        const held = now - Number(store.hget(holds, `t${i}`));
+        hold = hold >= 0 ? Math.floor((3 * hold + held) / 4) : held;
+        store.hset(holds, "hold", String(hold));
+        store.hdel(holds, `v${i}`);
+        store.hdel(holds, `t${i}`);
+      }
+    }
+  });
+  store.pexpire(holds, 600_000);
+  return { slots, due };
 }

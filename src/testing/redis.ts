@@ -171,6 +171,18 @@ export class MemoryRedis implements GateStore, FenceStore {
     return added;
   }
 
+  /** HDEL of one field: 1 when it was there; a hash left empty is gone, as in Redis. */
+  hdel(key: string, field: string): number {
+    if (this.live(key) || this.zset(key)) throw this.error(WRONGTYPE);
+    const hash = this.hash(key);
+    if (!hash?.delete(field)) return 0;
+    if (hash.size === 0) {
+      this.hashes.delete(key);
+      this.hashExpiry.delete(key);
+    }
+    return 1;
+  }
+
   /** PEXPIRE: 0 for a missing key; a TTL of 0 or less deletes the key. */
   pexpire(key: string, ttlMs: number): number {
     if (!this.exists(key)) return 0;

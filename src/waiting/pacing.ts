@@ -6,7 +6,7 @@
  * @module
  */
 
-import { geometricGap } from "../core/backoff.js";
+import { geometricGap, windowGap } from "../core/backoff.js";
 import { MAX_DELAY_MS } from "../core/options.js";
 import { driftMs } from "../core/quorum.js";
 import type { GateAnswer } from "./gate.js";
@@ -196,8 +196,7 @@ export function rateGap(recentPolls: readonly number[], now: number, rank: numbe
     const last = recentPolls[recentPolls.length - 1];
     return last === undefined ? 0 : Math.max(0, last + 1000 / MAX_FAR_BACK_POLLS_PER_SECOND - now);
   }
-  const oldest = recentPolls[recentPolls.length - MAX_POLLS_PER_SECOND];
-  return oldest === undefined ? 0 : Math.max(0, oldest + 1000 - now);
+  return windowGap(recentPolls, now, MAX_POLLS_PER_SECOND);
 }
 
 /**

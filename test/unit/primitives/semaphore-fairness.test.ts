@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { NodeError } from "../../../src/base/errors.js";
 import { type Lock, type RedisArgument, type RedisNode, Redlock, Semaphore } from "../../../src/index.js";
 import { semaphoreLineScript } from "../../../src/primitives/scripts/semaphore-line.js";
-import { lineGate, lineKeys, pollGap, slotByRank } from "../../../src/primitives/semaphore-line.js";
+import { aimedPause, lineGate, lineKeys, pollGap, slotByRank } from "../../../src/primitives/semaphore-line.js";
 import { type MemoryNode, memoryNodes } from "../../../src/testing/index.js";
 import { checkPermits, type Window } from "../../../tools/chaos/checkers/primitives.js";
 import { counted, kinds, sleep, until } from "./support.js";
@@ -266,13 +266,28 @@ describe("the arithmetic of the line", () => {
     expect(slotByRank(0, held, (slot) => slot === 1)).toBe(3);
   });
 
-  it("polls at most 10 a second (2 far back), spread over the wait when the budget would not last", () => {
-    expect(pollGap(0, 0, 10_000, Number.POSITIVE_INFINITY)).toBe(100);
+  it("a least pause far back, or when the budget would not last the wait; none near the front with requests to spare", () => {
+    expect(pollGap(0, 0, 10_000, Number.POSITIVE_INFINITY)).toBe(0);
     expect(pollGap(6, 0, 10_000, Number.POSITIVE_INFINITY)).toBe(500);
-    // 30 polls over 11.1 s, from the start: the least gap first, wider later.
-    expect(pollGap(0, 0, 11_100, 30)).toBe(100);
+    // 30 polls over 11.1 s, from the start: close first (the window of 10 a second bounds them), wider later.
+    expect(pollGap(0, 0, 11_100, 30)).toBeCloseTo(100 * (112 ** (1 / 30) - 1), 6);
     expect(pollGap(0, 5000, 6100, 5)).toBeGreaterThan(500);
-    // Polls that fit the wait at the least gap keep it.
-    expect(pollGap(0, 0, 1000, 30)).toBe(100);
+  });
+
+  it.each([
+    // The slot our turn waits for is due in 60 ms, our round trip 20 ms: land 5 ms after it.
+    { due: [60, 300], behind: 0, rtt: 20, expected: 45 },
+    // One more release ahead of us: the second soonest.
+    { due: [300, 60], behind: 1, rtt: 20, expected: 285 },
+    // Due sooner than a round trip: at once.
+    { due: [10], behind: 0, rtt: 20, expected: 0 },
+    // Far off: capped, so that the lease given with the poll covers the pause.
+    { due: [5000], behind: 0, rtt: 20, expected: 1000 },
+    // Overdue, unknown (no hold seen end yet), or not enough holders: the patient pace.
+    { due: [0, 80], behind: 0, rtt: 20, expected: 100 },
+    { due: [-1, 80], behind: 1, rtt: 20, expected: 100 },
+    { due: [80], behind: 1, rtt: 20, expected: 100 },
+  ])("aimedPause($due, behind $behind, rtt $rtt) → $expected", ({ due, behind, rtt, expected }) => {
+    expect(aimedPause(due, behind, rtt)).toBe(expected);
   });
 });
