@@ -37,7 +37,7 @@ import { semaphoreLineScript } from "./scripts/semaphore-line.js";
 
 /** At most this many polls of the line a second per waiter: no window of a second holds more. */
 export const MAX_POLLS_PER_SECOND = 10;
-/** Shortest pause between two polls of a waiter more than {@link FAR_BACK} places behind its turn. */
+/** Shortest pause between two polls of a waiter {@link FAR_BACK} turns or more behind its own. */
 export const FAR_BACK_POLL_GAP_MS = 500;
 /** The pause before the next poll when the gate cannot tell when a slot frees up (no hold seen end yet), in ms. */
 export const UNPREDICTED_POLL_MS = 100;
@@ -45,7 +45,10 @@ export const UNPREDICTED_POLL_MS = 100;
 export const MAX_AIMED_PAUSE_MS = 1000;
 /** How long after the predicted release a poll aims to land at the gate, in ms. */
 export const AIM_MARGIN_MS = 5;
-/** Waiters with this many more ahead of them than slots are free poll at most twice a second. */
+/**
+ * Waiters this many turns behind their own poll at most twice a second: a turn frees every slot
+ * once, so a waiter with `behind` more ahead of it than slots are free is `behind / k` turns back.
+ */
 export const FAR_BACK = 6;
 
 /**
@@ -169,14 +172,15 @@ export function slotByRank(
 }
 
 /**
- * The least pause before the next poll, in ms: {@link FAR_BACK_POLL_GAP_MS} when `behind` (how many
- * more wait ahead of us than slots are free) is {@link FAR_BACK} or more, and wider as the wait grows
+ * The least pause before the next poll, in ms: {@link FAR_BACK_POLL_GAP_MS} when `turnsBack` (how many
+ * more wait ahead of us than slots are free, over the number of slots) is {@link FAR_BACK} or more,
+ * and wider as the wait grows
  * when the request budget would not last (`core/backoff.geometricGap`, from 100 ms waited): a
  * waiter behind long holds runs out of patience, not of requests. The rate of polls near the front
  * is bounded by a window instead (at most {@link MAX_POLLS_PER_SECOND} in any second).
  */
-export function pollGap(behind: number, waitedMs: number, waitLeftMs: number, pollsLeft: number): number {
-  const least = behind >= FAR_BACK ? FAR_BACK_POLL_GAP_MS : 0;
+export function pollGap(turnsBack: number, waitedMs: number, waitLeftMs: number, pollsLeft: number): number {
+  const least = turnsBack >= FAR_BACK ? FAR_BACK_POLL_GAP_MS : 0;
   const spread = geometricGap(waitedMs, waitLeftMs, pollsLeft, 1000 / MAX_POLLS_PER_SECOND);
   return Math.min(Math.max(least, spread), MAX_DELAY_MS);
 }
@@ -256,6 +260,7 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
   let inLine = false;
   let headPolls = 0;
   let behind = 0;
+  let turnsBack = 0;
   let rttMs = 0;
   const recentPolls: number[] = [];
   const suspects = new Map<number, number>();
@@ -278,7 +283,7 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
       checkBudget(request, reports, seat.meter.sent, 1 + reserve, nodeCount);
     }
     const waitLeft = Math.min(seat.deadline, patient ? patienceUntil : Number.POSITIVE_INFINITY) - now;
-    const gap = pollGap(behind, now - started, waitLeft, pollsLeft - 1);
+    const gap = pollGap(turnsBack, now - started, waitLeft, pollsLeft - 1);
     recentPolls.push(now);
     if (recentPolls.length > MAX_POLLS_PER_SECOND) recentPolls.shift();
     const lease = leaseFor(Math.max(gap, MAX_AIMED_PAUSE_MS), o.requestTimeoutMs);
@@ -301,6 +306,7 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
     const skip = (i: number) => seat.own(i) || suspects.has(i);
     let slot = slotByRank(answer.rank, answer.held, skip);
     behind = Math.max(0, answer.rank - answer.held.filter((held, i) => !held && !skip(i)).length);
+    turnsBack = Math.floor(behind / Math.max(1, answer.held.length));
     const due = answer.dueMs.filter((_, i) => answer.held[i] && !seat.own(i));
     if (answer.length > 1 || slot === undefined) markHot(engine, keys[0], at + HOT_MS);
     headPolls = answer.rank === 0 && slot === undefined ? headPolls + 1 : 0;
@@ -351,9 +357,11 @@ export async function waitInLine(seat: Seat): Promise<Lock | "gate-down"> {
     }
     const limit = Math.min(seat.deadline, patient ? patienceUntil : Number.POSITIVE_INFINITY);
     const after = o.clock.now();
+    // The least pause by where we stand now, not by the place the poll was sent from.
+    const least = pollGap(turnsBack, now - started, waitLeft, pollsLeft - 1);
     const wanted = Math.max(
       aimedPause(due, behind, rttMs) - (after - at),
-      gap - (after - at),
+      least - (after - at),
       windowGap(recentPolls, after, MAX_POLLS_PER_SECOND),
     );
     const pause = Math.max(0, Math.min(wanted, limit - after));
