@@ -41,14 +41,14 @@ export const SEMAPHORE_SUBJECTS: Record<SemaphoreSubjectId, SemaphoreSubjectInfo
     transport: "REST",
     nodes: (n) => n,
     waiting:
-      "defaults: a fan-out on a random slot, then a probe of one node and a fan-out on a slot free there; while every slot is held, one probe per round with full-jitter backoff (base 100 ms, cap 2 s), 10 rounds",
+      "defaults: a fan-out on a random slot; when it is held, a place in the semaphore's line on a gate node (first come, first served): one request per poll, timed by the holds the gate has seen, at most 10 polls in any second, then a fan-out on the free slot at its place in line; requestBudget 40",
   },
   "edge-redlock-10ms": {
     label: "edge-redlock Semaphore (10 ms retries)",
     transport: "REST",
     nodes: (n) => n,
     waiting:
-      "redis-semaphore's waiting: `retryDelay: () => 10`, `acquireTimeoutMs: 10_000`, `requestBudget: Infinity` (one probe per round while every slot is held, 10 ms apart, for up to 10 s)",
+      "redis-semaphore's settings: `retryDelay: () => 10`, `acquireTimeoutMs: 10_000`, `requestBudget: Infinity`; it waits in the line as the defaults do (`retryDelay` paces fan-outs while nodes fail, not the polls of the line)",
   },
   "redis-semaphore": {
     label: "redis-semaphore Semaphore",
