@@ -30,6 +30,12 @@ export const MAX_SLEEP_MS = 2000;
 
 /** Most polls a waiter sends per second, and when more than {@link FAR_BACK} turns back. */
 export const MAX_POLLS_PER_SECOND = 10;
+
+/** The least gap between two polls near the front of the line, in ms (see {@link rateGap}). */
+export const MIN_POLL_GAP_MS = 50;
+
+/** What the window of {@link rateGap} keeps to spare, in ms. */
+export const POLL_WINDOW_SLACK_MS = 20;
 export const MAX_FAR_BACK_POLLS_PER_SECOND = 2;
 
 /** What the pacing reads of a gate's answer. */
@@ -184,19 +190,21 @@ export function sleepBehind(
 
 /**
  * How long from `now` until a waiter at place `rank` (-1 before its first answer) may poll again,
- * given when it sent its latest polls (`recentPolls`, oldest first). Near the front, no window of a
- * second holds more than {@link MAX_POLLS_PER_SECOND} of its polls: a window, not a least gap
- * between two polls, so that a waiter whose poll came a little early to find the waiter ahead of it
- * taken (a turn lasts a hold and a round trip, often well under 100 ms) looks again at once, where a
- * 100 ms gap made it late for its own turn. More than {@link FAR_BACK} turns back, where no turn is
- * near, a least gap of a second over {@link MAX_FAR_BACK_POLLS_PER_SECOND}.
+ * given when it sent its latest polls (`recentPolls`, oldest first). Near the front: at least
+ * {@link MIN_POLL_GAP_MS} after the last poll, and no window of a second holds more than
+ * {@link MAX_POLLS_PER_SECOND} (with {@link POLL_WINDOW_SLACK_MS} to spare, so that an observer whose
+ * clock reads a poll a little late or early never counts one more). A window and a half-length gap,
+ * not a gap of 100 ms: a waiter whose poll came a little early to find the waiter ahead of it taken
+ * (a turn lasts a hold and a round trip, often well under 100 ms) looks again soon, where a 100 ms
+ * gap made it late for its own turn. More than {@link FAR_BACK} turns back, where no turn is near, a
+ * least gap of a second over {@link MAX_FAR_BACK_POLLS_PER_SECOND}.
  */
 export function rateGap(recentPolls: readonly number[], now: number, rank: number): number {
-  if (rank > FAR_BACK) {
-    const last = recentPolls[recentPolls.length - 1];
-    return last === undefined ? 0 : Math.max(0, last + 1000 / MAX_FAR_BACK_POLLS_PER_SECOND - now);
-  }
-  return windowGap(recentPolls, now, MAX_POLLS_PER_SECOND);
+  const last = recentPolls[recentPolls.length - 1];
+  if (last === undefined) return 0;
+  const least = rank > FAR_BACK ? 1000 / MAX_FAR_BACK_POLLS_PER_SECOND : MIN_POLL_GAP_MS;
+  const window = windowGap(recentPolls, now - POLL_WINDOW_SLACK_MS, MAX_POLLS_PER_SECOND);
+  return Math.max(last + least - now, window, 0);
 }
 
 /**

@@ -22,6 +22,8 @@ import { type MemoryNode, memoryNode } from "../../../src/testing/index.js";
 
 /** Enough spacing for the clock check to be conclusive on memory nodes (round trips of microseconds). */
 const SPACING = 200;
+/** The spacing of the check on healthy nodes, where the rate must come out as OK, not inconclusive. */
+const HEALTHY_SPACING = 1000;
 
 const codes = (check: NodeCheck | undefined) => check?.findings.map((f) => f.code);
 const finding = (check: NodeCheck | undefined, code: string) => check?.findings.find((f) => f.code === code);
@@ -53,7 +55,9 @@ function skewed(rate: number, id: string): MemoryNode {
 describe("checkNodes on healthy memory nodes", () => {
   it("finds every node reachable, writable, running scripts, with its clock in rate; what it cannot read is unknown, not a failure", async () => {
     const nodes = [memoryNode(), memoryNode(), memoryNode()];
-    const report = await checkNodes(new Redlock({ nodes }), { clockSpacingMs: SPACING });
+    // A second between the two readings: a clock in rate is told apart from driftFactor (0.01)
+    // while the round trips stay under 10 ms, which a loaded machine's event loop can pass at 200.
+    const report = await checkNodes(new Redlock({ nodes }), { clockSpacingMs: HEALTHY_SPACING });
     expect(report.ok).toBe(true);
     expect(report.level).toBe("ok");
     expect(report.quorum).toBe(2);
@@ -70,7 +74,7 @@ describe("checkNodes on healthy memory nodes", () => {
         "PERSISTENCE_UNKNOWN",
       ]);
       expect(check.latencyMs).toBeGreaterThanOrEqual(0);
-      expect(check.clockRate?.localElapsedMs).toBeGreaterThanOrEqual(SPACING - 1);
+      expect(check.clockRate?.localElapsedMs).toBeGreaterThanOrEqual(HEALTHY_SPACING - 1);
       expect(Math.abs((check.clockRate?.ratio ?? 0) - 1)).toBeLessThanOrEqual(check.clockRate?.uncertainty ?? 0);
       expect(check.settings).toBeUndefined();
     }

@@ -57,7 +57,10 @@ describe("a hot key across separate isolates", () => {
         id: node.id,
         async command(args: readonly RedisArgument[], signal: AbortSignal) {
           sent[k] = (sent[k] ?? 0) + 1;
-          if (i === gate && args[0] === "EVALSHA" && args[1] === gateScript.sha1) polls[k]?.push(Date.now());
+          // A poll: a gate request that asks for a place or takes a free lock (an aimed take is an
+          // attempt, and leaving the line is not a look).
+          const mode = args[0] === "EVALSHA" && args[1] === gateScript.sha1 ? args[4 + Number(args[2])] : undefined;
+          if (i === gate && (mode === "take" || mode === "wait")) polls[k]?.push(Date.now());
           await new Promise((r) => setTimeout(r, oneWay()));
           const reply = await node.command(args, signal);
           await new Promise((r) => setTimeout(r, oneWay()));

@@ -60,21 +60,22 @@ function densestSecond(times: readonly number[]): number {
   return most;
 }
 
-describe("rateGap: at most 10 polls in any second (a window, not a gap), 500 ms apart more than 6 turns back", () => {
-  const tenEvery20ms = Array.from({ length: 10 }, (_, i) => 1000 + 20 * i);
+describe("rateGap: 50 ms apart and at most 10 polls in any second (20 ms to spare), 500 ms apart more than 6 turns back", () => {
+  const tenEvery50ms = Array.from({ length: 10 }, (_, i) => 1000 + 50 * i);
   it.each([
-    // Fewer polls than the limit in the last second: at once, however recent the last one.
+    // No poll yet: at once.
     { polls: [], now: 0, rank: -1, expected: 0 },
-    { polls: [1000, 1030], now: 1040, rank: 1, expected: 0 },
-    { polls: tenEvery20ms.slice(1), now: 1190, rank: 0, expected: 0 },
-    // Ten in the window: until the oldest of them is a second old.
-    { polls: tenEvery20ms, now: 1190, rank: 0, expected: 810 },
-    { polls: tenEvery20ms, now: 2100, rank: 0, expected: 0 },
+    // Fewer polls than the limit in the last second: 50 ms after the last one.
+    { polls: [1000, 1030], now: 1040, rank: 1, expected: 40 },
+    { polls: [1000, 1030], now: 1100, rank: 1, expected: 0 },
+    { polls: tenEvery50ms.slice(1), now: 1500, rank: 0, expected: 0 },
+    // Ten in the window: until the oldest of them is a second old, and 20 ms more.
+    { polls: tenEvery50ms, now: 1500, rank: 0, expected: 520 },
+    { polls: tenEvery50ms, now: 2100, rank: 0, expected: 0 },
     // More than 6 turns back: half a second from the last poll.
-    { polls: [], now: 1010, rank: 7, expected: 0 },
     { polls: [1000], now: 1010, rank: 7, expected: 490 },
     { polls: [1000, 1300], now: 1900, rank: 7, expected: 0 },
-    { polls: [1000, 1300], now: 1310, rank: 6, expected: 0 },
+    { polls: [1000, 1300], now: 1310, rank: 6, expected: 40 },
   ])("$polls.length polls, now $now, rank $rank → $expected", ({ polls, now, rank, expected }) => {
     expect(rateGap(polls, now, rank)).toBe(expected);
   });
@@ -92,6 +93,7 @@ describe("rateGap: at most 10 polls in any second (a window, not a gap), 500 ms 
         t += 1 + random() * 150;
         t += rateGap(sent.slice(-10), t, rank);
         if (sent.length > 0 && t - (sent.at(-1) as number) < 100) bursts++;
+        if (sent.length > 0 && !farBack) expect(t - (sent.at(-1) as number)).toBeGreaterThanOrEqual(50);
         sent.push(t);
       }
       expect(densestSecond(sent)).toBeLessThanOrEqual(farBack ? 2 : 10);
