@@ -24,10 +24,11 @@ function sources(dir = SRC): string[] {
 /** The relative modules a file imports or re-exports, type-only ones included, as paths relative to `src/`. */
 function importsOf(file: string, text: string): string[] {
   const found = new Set<string>();
+  // `import … from "…"`, `export … from "…"`, a bare `import "…"` (for its effects) and `import("…")`.
   const pattern =
-    /(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s*"(\.{1,2}\/[^"]+)"|\bimport\(\s*"(\.{1,2}\/[^"]+)"\s*\)/g;
+    /(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s*"(\.{1,2}\/[^"]+)"|(?:^|\n)\s*import\s*"(\.{1,2}\/[^"]+)"|\bimport\(\s*"(\.{1,2}\/[^"]+)"\s*\)/g;
   for (const match of text.matchAll(pattern)) {
-    const target = (match[1] ?? match[2]) as string;
+    const target = (match[1] ?? match[2] ?? match[3]) as string;
     found.add(relative(SRC, resolve(SRC, dirname(file), target)).replace(/\.js$/, ".ts"));
   }
   return [...found];
@@ -116,6 +117,8 @@ describe("src/ has a shape you can read in one direction", () => {
       "c.ts",
       "a/d.ts",
     ]);
+    // An import for its effects alone counts too: it runs the module, and ties the files together.
+    expect(importsOf("a/b.ts", 'import "../e.js";\nimport("./f.js");')).toEqual(["e.ts", "a/f.ts"]);
   });
 
   it("has every folder in a layer", () => {
