@@ -30,13 +30,13 @@ export const MAX_SLEEP_MS = 2000;
 
 /** Most polls a waiter sends per second, and when more than {@link FAR_BACK} turns back. */
 export const MAX_POLLS_PER_SECOND = 10;
+export const MAX_FAR_BACK_POLLS_PER_SECOND = 2;
 
 /** The least gap between two polls near the front of the line, in ms (see {@link rateGap}). */
 export const MIN_POLL_GAP_MS = 50;
 
 /** What the window of {@link rateGap} keeps to spare, in ms. */
 export const POLL_WINDOW_SLACK_MS = 20;
-export const MAX_FAR_BACK_POLLS_PER_SECOND = 2;
 
 /** What the pacing reads of a gate's answer. */
 export type GateFigures = Pick<
