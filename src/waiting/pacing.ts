@@ -7,7 +7,6 @@
  */
 
 import { geometricGap, windowGap } from "../core/backoff.js";
-import { MAX_DELAY_MS } from "../core/options.js";
 import { driftMs } from "../core/quorum.js";
 import type { GateAnswer } from "./gate.js";
 
