@@ -24,10 +24,10 @@ import { InvalidArgumentError } from "../base/errors.js";
 import type { AttemptReport } from "../base/report.js";
 import { acquireWithBackoff } from "../core/backoff-waiting.js";
 import type { Engine } from "../core/engine.js";
-import { Lock, type LockOperations } from "../core/lock.js";
+import type { Lock, LockOperations } from "../core/lock.js";
+import { grantedLock, settledReport } from "../core/operations/acquire.js";
 import { cleanUpAcquisition, type NodeRelease } from "../core/operations/cleanup.js";
 import type { AcquireRequest, ResolvedOptions } from "../core/options.js";
-import { reasonPending } from "../core/quorum.js";
 import { randomToken } from "../core/token.js";
 import { readOnNode, rwReleaseOnNode, type WriterMark, writeOnNode } from "./node-operations.js";
 
@@ -84,30 +84,10 @@ async function attemptReadWrite(
         ? readOnNode(engine.node(i), keys, token, ttlMs, context)
         : writeOnNode(engine.node(i), keys, token, ttlMs, writer, context),
   });
-  const { fan } = vote;
-  let report = vote.report;
-  const outcomes = report.nodes.map((n) => n.outcome);
-  if (!report.ok && report.votes < options.quorum && reasonPending(outcomes, options.quorum)) {
-    // Contention or an outage: the nodes still answering tell (by the request deadline).
-    report = { ...report, nodes: await fan.outcomes };
-  }
-  if (report.ok) {
-    const lock = new Lock({
-      resources,
-      keys,
-      token,
-      ttlMs,
-      startedAt: vote.startedAt,
-      deadline: vote.deadline,
-      options,
-      report,
-      operations,
-      acquireFan: fan,
-    });
-    return { lock, report };
-  }
+  const report = await settledReport(vote, options.quorum);
+  if (report.ok) return { lock: grantedLock(request, token, vote, report, operations), report };
   // The attempt's reader entries or write keys go; the writer's mark stays (it is still waiting).
-  cleanUpAcquisition(engine, request, token, fan, undefined, undefined, rwReleaseOnNode);
+  cleanUpAcquisition(engine, request, token, vote.fan, undefined, undefined, rwReleaseOnNode);
   return { report };
 }
 

@@ -9,7 +9,7 @@ import {
 } from "../../base/errors.js";
 import type { AttemptReport, NodeOutcomeKind } from "../../base/report.js";
 import { sleep } from "../../base/signals.js";
-import type { Engine } from "../engine.js";
+import type { Engine, Vote } from "../engine.js";
 import type { FanOut, TaskContext } from "../fanout.js";
 import { Lock, type LockOperations } from "../lock.js";
 import { acquireOnNode } from "../node-operations.js";
@@ -133,27 +133,11 @@ export async function attemptAcquire(
     },
   });
   const { fan } = vote;
-  let report = vote.report;
-  if (!gate && !report.ok && report.votes < options.quorum && reasonPending(outcomesOf(report), options.quorum)) {
-    // Contention or an outage: the nodes still answering tell (by the request deadline). (An
-    // attempt behind the gate asks "held" nodes again while it may: its waiter reads its answers.)
-    report = { ...report, nodes: await fan.outcomes };
-  }
+  // An attempt behind the gate asks "held" nodes again while it may: its waiter reads its answers.
+  const report = gate ? vote.report : await settledReport(vote, options.quorum);
   if (report.ok) {
-    const lock = new Lock({
-      resources,
-      keys,
-      token,
-      ttlMs,
-      startedAt: vote.startedAt,
-      deadline: vote.deadline,
-      options,
-      report,
-      operations,
-      acquireFan: fan,
-      gateLeadMs: gate?.takenAt === undefined ? 0 : Math.max(0, Math.round(vote.decidedAt - gate.takenAt)),
-    });
-    return { lock, report, fan };
+    const gateLeadMs = gate?.takenAt === undefined ? 0 : Math.max(0, Math.round(vote.decidedAt - gate.takenAt));
+    return { lock: grantedLock(request, token, vote, report, operations, gateLeadMs), report, fan };
   }
   const gateOutOfStep =
     gate !== undefined &&
@@ -189,6 +173,42 @@ async function acquireBehindGate(
       return outcome;
     await sleep(gate.retryHeldEveryMs, context.signal);
   }
+}
+
+/**
+ * The report of a vote refused by a quorum it could not reach: when the refusal's class depends on
+ * the nodes still answering (held on them it would be contention, failed it would be an outage),
+ * with their answers, by the request deadline (see docs/how-it-works.md).
+ */
+export async function settledReport(vote: Vote, quorum: number): Promise<AttemptReport> {
+  const report = vote.report;
+  if (report.ok || report.votes >= quorum || !reasonPending(outcomesOf(report), quorum)) return report;
+  return { ...report, nodes: await vote.fan.outcomes };
+}
+
+/** The lock a granted vote gives `token`: validity counted from before its first send. */
+export function grantedLock(
+  request: AcquireRequest,
+  token: string,
+  vote: Vote,
+  report: AttemptReport,
+  operations: LockOperations,
+  gateLeadMs = 0,
+): Lock {
+  const { resources, keys, ttlMs, options } = request;
+  return new Lock({
+    resources,
+    keys,
+    token,
+    ttlMs,
+    startedAt: vote.startedAt,
+    deadline: vote.deadline,
+    options,
+    report,
+    operations,
+    acquireFan: vote.fan,
+    gateLeadMs,
+  });
 }
 
 function outcomesOf(report: AttemptReport): NodeOutcomeKind[] {
