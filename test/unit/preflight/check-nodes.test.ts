@@ -308,8 +308,9 @@ describe("checkNodes: eviction and persistence, where the node tells them", () =
       CONFIG: () => new Promise<never>(() => {}),
       INFO: () => new Promise<never>(() => {}),
     });
+    // Each node's level must come out ok, its clock included: read a second apart (see HEALTHY_SPACING).
     const report = await checkNodes(new Redlock({ nodes: [nonsense, silentAfterPing, memoryNode()] }), {
-      clockSpacingMs: SPACING,
+      clockSpacingMs: HEALTHY_SPACING,
       requestTimeoutMs: 100,
     });
     for (const check of report.nodes) {
