@@ -6,13 +6,13 @@
 import { NodeError } from "../base/errors.js";
 import { describeReply } from "../base/redact.js";
 import type { NodeOutcomeKind } from "../base/report.js";
-import type { RedisNode, RedisReply } from "../transport/rest.js";
+import type { RedisArgument, RedisNode, RedisReply } from "../transport/rest.js";
 import type { TaskContext } from "./fanout.js";
 import { acquireAllScript } from "./scripts/acquire-all.js";
 import { extendScript } from "./scripts/extend.js";
 import { inspectScript } from "./scripts/inspect.js";
 import { releaseScript } from "./scripts/release.js";
-import { runScript } from "./scripts/script.js";
+import { runScript, type Script } from "./scripts/script.js";
 import { verifyScript } from "./scripts/verify.js";
 
 /** `SET key token NX PX ttl` for one key (a plain command, no Lua), the all-or-none script for several. */
@@ -30,8 +30,7 @@ export async function acquireOnNode(
     if (reply === null) return "held";
     throw unexpected(node, "SET NX", reply);
   }
-  const reply = await runScript(node, acquireAllScript, keys, [token, ttlMs], context);
-  return yesOrHeld(node, acquireAllScript.name, reply, "acquired");
+  return yesOrHeld(node, acquireAllScript, keys, [token, ttlMs], "acquired", context);
 }
 
 /** Compare-and-PEXPIRE: `extended`, or `held` when the keys no longer hold our token. */
@@ -42,8 +41,7 @@ export async function extendOnNode(
   ttlMs: number,
   context: TaskContext,
 ): Promise<NodeOutcomeKind> {
-  const reply = await runScript(node, extendScript, keys, [token, ttlMs], context);
-  return yesOrHeld(node, extendScript.name, reply, "extended");
+  return yesOrHeld(node, extendScript, keys, [token, ttlMs], "extended", context);
 }
 
 /** Compare-and-DEL: `released` when any key was ours and is now gone, `not-held` when none was ours. */
@@ -86,11 +84,19 @@ export async function verifyOnNode(
   throw unexpected(node, verifyScript.name, reply);
 }
 
-/** A script's 1/0 answer: `yes` for 1, `held` for 0, anything else a node error. */
-export function yesOrHeld(node: RedisNode, script: string, reply: RedisReply, yes: NodeOutcomeKind): NodeOutcomeKind {
+/** Run a script that answers 1 or 0 on a node: `yes` for 1, `held` for 0, anything else a node error. */
+export async function yesOrHeld(
+  node: RedisNode,
+  script: Script,
+  keys: readonly string[],
+  args: readonly RedisArgument[],
+  yes: NodeOutcomeKind,
+  context: TaskContext,
+): Promise<NodeOutcomeKind> {
+  const reply = await runScript(node, script, keys, args, context);
   if (reply === 1) return yes;
   if (reply === 0) return "held";
-  throw unexpected(node, script, reply);
+  throw unexpected(node, script.name, reply);
 }
 
 /** A reply of the wrong shape: a node error that describes it, never quotes it. */

@@ -27,8 +27,7 @@ export async function readOnNode(
   ttlMs: number,
   context: TaskContext,
 ): Promise<NodeOutcomeKind> {
-  const reply = await runScript(node, rwReadScript, keys, [token, ttlMs], context);
-  return yesOrHeld(node, rwReadScript.name, reply, "acquired");
+  return yesOrHeld(node, rwReadScript, keys, [token, ttlMs], "acquired", context);
 }
 
 /** A waiting writer: its id, and how long its mark stops new readers (0: no mark). */
@@ -46,8 +45,7 @@ export async function writeOnNode(
   mark: WriterMark,
   context: TaskContext,
 ): Promise<NodeOutcomeKind> {
-  const reply = await runScript(node, rwWriteScript, keys, [token, ttlMs, mark.id, mark.ttlMs], context);
-  return yesOrHeld(node, rwWriteScript.name, reply, "acquired");
+  return yesOrHeld(node, rwWriteScript, keys, [token, ttlMs, mark.id, mark.ttlMs], "acquired", context);
 }
 
 /**
@@ -75,8 +73,7 @@ export async function rwExtendOnNode(
   ttlMs: number,
   context: TaskContext,
 ): Promise<NodeOutcomeKind> {
-  const reply = await runScript(node, rwExtendScript, keys, [token, ttlMs], context);
-  return yesOrHeld(node, rwExtendScript.name, reply, "extended");
+  return yesOrHeld(node, rwExtendScript, keys, [token, ttlMs], "extended", context);
 }
 
 /** What is left of a reader or writer on one node, in ms, or -1 when the token holds nothing live. */

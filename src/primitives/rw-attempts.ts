@@ -24,8 +24,8 @@ import { InvalidArgumentError } from "../base/errors.js";
 import type { AttemptReport } from "../base/report.js";
 import { acquireWithBackoff } from "../core/backoff-waiting.js";
 import type { Engine } from "../core/engine.js";
-import type { Lock, LockOperations } from "../core/lock.js";
-import { grantedLock, settledReport } from "../core/operations/acquire.js";
+import { Lock, type LockOperations } from "../core/lock.js";
+import { settledReport } from "../core/operations/acquire.js";
 import { cleanUpAcquisition, type NodeRelease } from "../core/operations/cleanup.js";
 import type { AcquireRequest, ResolvedOptions } from "../core/options.js";
 import { randomToken } from "../core/token.js";
@@ -85,7 +85,10 @@ async function attemptReadWrite(
         : writeOnNode(engine.node(i), keys, token, ttlMs, writer, context),
   });
   const report = await settledReport(vote, options.quorum);
-  if (report.ok) return { lock: grantedLock(request, token, vote, report, operations), report };
+  if (report.ok) {
+    const { startedAt, deadline, fan: acquireFan } = vote;
+    return { lock: new Lock({ ...request, token, startedAt, deadline, report, operations, acquireFan }), report };
+  }
   // The attempt's reader entries or write keys go; the writer's mark stays (it is still waiting).
   cleanUpAcquisition(engine, request, token, vote.fan, undefined, undefined, rwReleaseOnNode);
   return { report };

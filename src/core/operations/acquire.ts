@@ -137,7 +137,20 @@ export async function attemptAcquire(
   const report = gate ? vote.report : await settledReport(vote, options.quorum);
   if (report.ok) {
     const gateLeadMs = gate?.takenAt === undefined ? 0 : Math.max(0, Math.round(vote.decidedAt - gate.takenAt));
-    return { lock: grantedLock(request, token, vote, report, operations, gateLeadMs), report, fan };
+    const lock = new Lock({
+      resources,
+      keys,
+      token,
+      ttlMs,
+      startedAt: vote.startedAt,
+      deadline: vote.deadline,
+      options,
+      report,
+      operations,
+      acquireFan: fan,
+      gateLeadMs,
+    });
+    return { lock, report, fan };
   }
   const gateOutOfStep =
     gate !== undefined &&
@@ -184,31 +197,6 @@ export async function settledReport(vote: Vote, quorum: number): Promise<Attempt
   const report = vote.report;
   if (report.ok || report.votes >= quorum || !reasonPending(outcomesOf(report), quorum)) return report;
   return { ...report, nodes: await vote.fan.outcomes };
-}
-
-/** The lock a granted vote gives `token`: validity counted from before its first send. */
-export function grantedLock(
-  request: AcquireRequest,
-  token: string,
-  vote: Vote,
-  report: AttemptReport,
-  operations: LockOperations,
-  gateLeadMs = 0,
-): Lock {
-  const { resources, keys, ttlMs, options } = request;
-  return new Lock({
-    resources,
-    keys,
-    token,
-    ttlMs,
-    startedAt: vote.startedAt,
-    deadline: vote.deadline,
-    options,
-    report,
-    operations,
-    acquireFan: vote.fan,
-    gateLeadMs,
-  });
 }
 
 function outcomesOf(report: AttemptReport): NodeOutcomeKind[] {
