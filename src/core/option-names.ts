@@ -83,8 +83,41 @@ export function callOptions(options: RedlockOptions | undefined, where: string):
   return isEmpty(options) ? undefined : options;
 }
 
-export function isEmpty(object: object | undefined): boolean {
+function isEmpty(object: object | undefined): boolean {
   if (object === undefined) return true;
   for (const _ in object) return false;
   return true;
+}
+
+/** What an acquire call carries besides overrides of the client's options (see `AcquireOptions`, `UsingOptions`). */
+interface CallExtras {
+  signal?: AbortSignal | undefined;
+  waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+}
+
+/**
+ * An acquire call's options split into its signal, its `waitUntil` (allowed when `extra` names
+ * it, as for `using()`) and the overrides of the client's options (`undefined` when none), each
+ * checked; nothing is sent.
+ * @throws {InvalidArgumentError}
+ */
+export function callInput(
+  options: (RedlockOptions & CallExtras) | undefined,
+  where: string,
+  extra: readonly string[] = [],
+): CallExtras & { overrides?: RedlockOptions | undefined } {
+  if (options === undefined) return {};
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidArgumentError(`the options of ${where} must be an object`);
+  }
+  checkOptionNames(options, where, ["signal", ...extra], (m) => new InvalidArgumentError(m));
+  const { signal, waitUntil, ...overrides } = options;
+  // Duck-typed: a signal from another realm (a VM sandbox) fails `instanceof`.
+  if (signal !== undefined && typeof (signal as Partial<AbortSignal>)?.addEventListener !== "function") {
+    throw new InvalidArgumentError(`the signal of ${where} must be an AbortSignal`);
+  }
+  if (waitUntil !== undefined && typeof waitUntil !== "function") {
+    throw new InvalidArgumentError(`the waitUntil of ${where} must be a function`);
+  }
+  return { signal, waitUntil, overrides: isEmpty(overrides) ? undefined : overrides };
 }

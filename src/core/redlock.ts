@@ -20,7 +20,7 @@ import { extendKeys, extendLock } from "./operations/extend.js";
 import { type InspectResult, inspectResource } from "./operations/inspect.js";
 import { releaseKeys, releaseLock } from "./operations/release.js";
 import { verifyLock } from "./operations/verify.js";
-import { callOptions, checkOptionNames, isEmpty } from "./option-names.js";
+import { callInput, callOptions, checkOptionNames } from "./option-names.js";
 import type { AcquireRequest } from "./options.js";
 import { type RedlockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
 import { runUnderLock } from "./using.js";
@@ -319,24 +319,8 @@ export class Redlock {
     extra: readonly string[] = [],
   ): { request: AcquireRequest; signal: AbortSignal | undefined; waitUntil: UsingOptions["waitUntil"] } {
     const sorted = validateResources(resources);
-    let signal: AbortSignal | undefined;
-    let waitUntil: UsingOptions["waitUntil"];
-    let overrides: RedlockOptions | undefined;
-    if (options !== undefined) {
-      if (typeof options !== "object" || options === null) {
-        throw new InvalidArgumentError(`the options of ${where} must be an object`);
-      }
-      checkOptionNames(options, where, ["signal", ...extra], (m) => new InvalidArgumentError(m));
-      ({ signal, waitUntil, ...overrides } = options);
-      // Duck-typed: a signal from another realm (a VM sandbox) fails `instanceof`.
-      if (signal !== undefined && typeof (signal as Partial<AbortSignal>)?.addEventListener !== "function") {
-        throw new InvalidArgumentError(`the signal of ${where} must be an AbortSignal`);
-      }
-      if (waitUntil !== undefined && typeof waitUntil !== "function") {
-        throw new InvalidArgumentError(`the waitUntil of ${where} must be a function`);
-      }
-    }
-    const o = this.#engine.resolveWithTtl(isEmpty(overrides) ? undefined : overrides, ttlMs);
+    const { signal, waitUntil, overrides } = callInput(options, where, extra);
+    const o = this.#engine.resolveWithTtl(overrides, ttlMs);
     const request = { resources: sorted, keys: keysOf(sorted, o), ttlMs, options: o, meter: { sent: 0 } };
     return { request, signal, waitUntil };
   }

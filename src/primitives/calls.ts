@@ -15,8 +15,8 @@ import type { NodeRelease } from "../core/operations/cleanup.js";
 import { extendLock, type NodeExtend } from "../core/operations/extend.js";
 import { releaseLock } from "../core/operations/release.js";
 import { verifyLock } from "../core/operations/verify.js";
-import { callOptions, checkOptionNames, isEmpty } from "../core/option-names.js";
-import { MAX_RESOURCE_LENGTH, type RedlockOptions, type ResolvedOptions } from "../core/options.js";
+import { callInput, callOptions } from "../core/option-names.js";
+import { MAX_RESOURCE_LENGTH, type ResolvedOptions } from "../core/options.js";
 import type { Redlock, UsingOptions } from "../core/redlock.js";
 import { runUnderLock } from "../core/using.js";
 import type { ClientWaiting } from "../core/waiting.js";
@@ -70,24 +70,8 @@ export function prepareCall(
   where: string,
   using = false,
 ): Call {
-  let signal: AbortSignal | undefined;
-  let waitUntil: UsingOptions["waitUntil"];
-  let overrides: RedlockOptions | undefined;
-  if (options !== undefined) {
-    if (typeof options !== "object" || options === null) {
-      throw new InvalidArgumentError(`the options of ${where} must be an object`);
-    }
-    checkOptionNames(options, where, using ? ["signal", "waitUntil"] : ["signal"], (m) => new InvalidArgumentError(m));
-    ({ signal, waitUntil, ...overrides } = options);
-    // Duck-typed: a signal from another realm (a VM sandbox) fails `instanceof`.
-    if (signal !== undefined && typeof (signal as Partial<AbortSignal>)?.addEventListener !== "function") {
-      throw new InvalidArgumentError(`the signal of ${where} must be an AbortSignal`);
-    }
-    if (waitUntil !== undefined && typeof waitUntil !== "function") {
-      throw new InvalidArgumentError(`the waitUntil of ${where} must be a function`);
-    }
-  }
-  const o = engine.resolveWithTtl(isEmpty(overrides) ? undefined : overrides, ttlMs);
+  const { signal, waitUntil, overrides } = callInput(options, where, using ? ["waitUntil"] : []);
+  const o = engine.resolveWithTtl(overrides, ttlMs);
   return { ttlMs, o, signal, waitUntil, meter: { sent: 0 } };
 }
 
