@@ -15,11 +15,11 @@ import { clusterScript } from "../../src/core/scripts/cluster.js";
 import { extendScript } from "../../src/core/scripts/extend.js";
 import { inspectScript } from "../../src/core/scripts/inspect.js";
 import { releaseScript } from "../../src/core/scripts/release.js";
-import { runScript, type Script } from "../../src/core/scripts/script.js";
 import { verifyScript } from "../../src/core/scripts/verify.js";
-import { type RedisArgument, type RedisNode, type RedisReply, restNode } from "../../src/index.js";
+import { type RedisNode, type RedisReply, restNode } from "../../src/index.js";
 import { memoryNode } from "../../src/testing/index.js";
 import { handOverScript } from "../../src/waiting/scripts/hand-over.js";
+import { type Answer, DifferentialSide } from "./support/differential.js";
 import { uniqueKey } from "./support/nodes.js";
 
 const endpoint = inject("nodes")[0]!;
@@ -83,50 +83,11 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom({ kind: "unknown-sha" as const }, { kind: "bad-key-count" as const }) },
 );
 
-/** What a step answered: the reply, or the Redis error text without the script's location. */
-type Answer = { reply: RedisReply } | { error: string };
-
 /** The steps whose numbers are PTTLs: compared within a tolerance, as both sides read time apart. */
 const TIMED = new Set(["pttl", "verify", "inspect"]);
 
 /** One node, real or in memory, under a key prefix of its own: each step becomes the same commands on either. */
-class Side {
-  constructor(
-    readonly node: RedisNode,
-    readonly prefix: string,
-  ) {}
-
-  private key(name: string): string {
-    return this.prefix + name;
-  }
-
-  private async answer(run: () => Promise<RedisReply>): Promise<Answer> {
-    try {
-      return { reply: await run() };
-    } catch (error) {
-      const text = (error as { redisError?: string }).redisError ?? `not a Redis error: ${String(error)}`;
-      // Redis appends " script: <sha>, on @user_script:<line>." to an error raised in a script.
-      return { error: text.replace(/ script: .*$/s, "") };
-    }
-  }
-
-  private send(...args: RedisArgument[]): Promise<Answer> {
-    return this.answer(() => this.node.command(args, AbortSignal.timeout(5000)));
-  }
-
-  private script(script: Script, keys: readonly string[], args: readonly RedisArgument[]): Promise<Answer> {
-    const context = { signal: AbortSignal.timeout(5000), countRequest() {} };
-    return this.answer(() =>
-      runScript(
-        this.node,
-        script,
-        keys.map((k) => this.key(k)),
-        args,
-        context,
-      ),
-    );
-  }
-
+class Side extends DifferentialSide {
   apply(step: Op): Promise<Answer> {
     switch (step.kind) {
       case "set-nx":

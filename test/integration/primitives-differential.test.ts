@@ -9,8 +9,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, inject, it } from "vitest";
-import { runScript, type Script } from "../../src/core/scripts/script.js";
-import { type RedisArgument, type RedisNode, type RedisReply, restNode } from "../../src/index.js";
+import { type RedisNode, type RedisReply, restNode } from "../../src/index.js";
 import { rwExtendScript } from "../../src/primitives/scripts/rw-extend.js";
 import { rwReadScript } from "../../src/primitives/scripts/rw-read.js";
 import { rwReleaseScript } from "../../src/primitives/scripts/rw-release.js";
@@ -19,6 +18,7 @@ import { rwWriteScript } from "../../src/primitives/scripts/rw-write.js";
 import { semaphoreLineScript } from "../../src/primitives/scripts/semaphore-line.js";
 import { semaphoreProbeScript } from "../../src/primitives/scripts/semaphore-probe.js";
 import { memoryNode } from "../../src/testing/index.js";
+import { type Answer, DifferentialSide } from "./support/differential.js";
 import { uniqueKey } from "./support/nodes.js";
 
 const endpoint = inject("nodes")[0]!;
@@ -72,41 +72,8 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("line-range" as const) }) },
 );
 
-type Answer = { reply: RedisReply } | { error: string };
-
 /** One node, real or in memory, under a key prefix of its own. */
-class Side {
-  constructor(
-    readonly node: RedisNode,
-    readonly prefix: string,
-  ) {}
-
-  private async answer(run: () => Promise<RedisReply>): Promise<Answer> {
-    try {
-      return { reply: await run() };
-    } catch (error) {
-      const text = (error as { redisError?: string }).redisError ?? `not a Redis error: ${String(error)}`;
-      return { error: text.replace(/ script: .*$/s, "") };
-    }
-  }
-
-  private send(...args: RedisArgument[]): Promise<Answer> {
-    return this.answer(() => this.node.command(args, AbortSignal.timeout(5000)));
-  }
-
-  private script(script: Script, keys: readonly string[], args: readonly RedisArgument[]): Promise<Answer> {
-    const context = { signal: AbortSignal.timeout(5000), countRequest() {} };
-    return this.answer(() =>
-      runScript(
-        this.node,
-        script,
-        keys.map((k) => this.prefix + k),
-        args,
-        context,
-      ),
-    );
-  }
-
+class Side extends DifferentialSide {
   apply(step: Op): Promise<Answer> {
     const rw = ["W", "R", "M"];
     const k = (name: string) => this.prefix + name;
