@@ -16,6 +16,7 @@ import { describe, expect, it } from "vitest";
 import { type Lock, ReadWriteLock, Redlock, restNode, Semaphore } from "../../src/index.js";
 import { primitiveKey } from "../../src/primitives/calls.js";
 import { rwReadScript } from "../../src/primitives/scripts/rw-read.js";
+import { lateFetch } from "../../tools/bench/parts/semaphore-pairs.js";
 import {
   checkPermits,
   checkReadWrite,
@@ -30,22 +31,6 @@ import { useOwnThreeNodes } from "./support/own-cluster.js";
 
 const { endpoints } = useOwnThreeNodes();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A fetch whose requests reach the server `ms` late (an abort before then cancels them). */
-function lateFetch(ms: number): typeof fetch {
-  return (input, init) =>
-    new Promise<Response>((resolve, reject) => {
-      const timer = setTimeout(() => fetch(input, init).then(resolve, reject), ms);
-      init?.signal?.addEventListener(
-        "abort",
-        () => {
-          clearTimeout(timer);
-          reject(init.signal?.reason);
-        },
-        { once: true },
-      );
-    });
-}
 
 /**
  * A fetch whose read-lock requests reach the server `ms` late, whatever the client's signal says

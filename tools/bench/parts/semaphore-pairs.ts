@@ -35,8 +35,8 @@ export interface PairsOutcome {
   mostAtOnce: number;
 }
 
-/** A `fetch` whose requests leave `ms` late (an abort before then cancels them). */
-function lateFetch(ms: number): typeof fetch {
+/** A `fetch` whose requests leave `ms` late (an abort before then cancels them); the integration tests use it too. */
+export function lateFetch(ms: number): typeof fetch {
   return (input, init) =>
     new Promise<Response>((resolve, reject) => {
       const timer = setTimeout(() => globalThis.fetch(input, init).then(resolve, reject), ms);
