@@ -6,36 +6,16 @@
  * negative control (the critical section's data-node requests are not lock requests), at least
  * one per node for the 3-node TCP peers. Timings are not checked: they belong to `npm run bench`.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type BenchRun, runBench } from "../../tools/bench/bench.js";
+import { describe, expect, it } from "vitest";
 import type { PartResult } from "../../tools/bench/context.js";
 import { isProcessAlive } from "../../tools/nodes/process-utils.js";
+import { useSmokeRun } from "./support.js";
 
-const outDir = mkdtempSync(join(tmpdir(), "edge-redlock-bench-isolates-"));
-let run: BenchRun;
+const { run: smokeRun, outDir } = useSmokeRun(["isolates", "geo"], "isolates", 240_000);
 
-beforeAll(async () => {
-  run = await runBench({
-    parts: ["isolates", "geo"],
-    quick: false,
-    smoke: true,
-    durationS: 1,
-    rounds: 1,
-    hotRounds: 1,
-    outDir,
-    command: "isolates smoke test",
-    print: false,
-    provisional: true,
-    log: () => {},
-  });
-}, 240_000);
-
-afterAll(() => rmSync(outDir, { recursive: true, force: true }));
-
-const part = (id: string) => run.parts.find((p) => p.id === id) as PartResult;
+const part = (id: string) => smokeRun().parts.find((p) => p.id === id) as PartResult;
 const locked = (p: PartResult) => (p.figures ?? []).filter((f) => !f.label.includes("negative control"));
 
 describe("npm run bench, isolates parts, smoke", () => {
@@ -105,7 +85,7 @@ describe("npm run bench, isolates parts, smoke", () => {
   });
 
   it("leaves no node process behind", () => {
-    expect(run.nodePids.length).toBeGreaterThan(1);
-    for (const pid of run.nodePids) expect(isProcessAlive(pid), `pid ${pid}`).toBe(false);
+    expect(smokeRun().nodePids.length).toBeGreaterThan(1);
+    for (const pid of smokeRun().nodePids) expect(isProcessAlive(pid), `pid ${pid}`).toBe(false);
   });
 });

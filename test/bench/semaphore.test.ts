@@ -6,36 +6,16 @@
  * RedlockSemaphore (a count per node) admits three holders of two permits: the overlap checker
  * catches it on real nodes. Timings are not checked: they belong to `npm run bench`.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type BenchRun, runBench } from "../../tools/bench/bench.js";
+import { describe, expect, it } from "vitest";
 import type { PartResult } from "../../tools/bench/context.js";
 import { isProcessAlive } from "../../tools/nodes/process-utils.js";
+import { useSmokeRun } from "./support.js";
 
-const outDir = mkdtempSync(join(tmpdir(), "edge-redlock-bench-semaphore-"));
-let run: BenchRun;
+const { run: smokeRun, outDir } = useSmokeRun(["semaphore"], "semaphore", 120_000);
 
-beforeAll(async () => {
-  run = await runBench({
-    parts: ["semaphore"],
-    quick: false,
-    smoke: true,
-    durationS: 1,
-    rounds: 1,
-    hotRounds: 1,
-    outDir,
-    command: "semaphore smoke test",
-    print: false,
-    provisional: true,
-    log: () => {},
-  });
-}, 120_000);
-
-afterAll(() => rmSync(outDir, { recursive: true, force: true }));
-
-const part = () => run.parts.find((p) => p.id === "semaphore") as PartResult;
+const part = () => smokeRun().parts.find((p) => p.id === "semaphore") as PartResult;
 const figures = (match: string) => (part().figures ?? []).filter((f) => f.label.includes(match));
 const EDGE = "edge-redlock Semaphore";
 const SUBJECTS = [EDGE, `${EDGE} (10 ms retries)`, "redis-semaphore Semaphore", "redis-semaphore RedlockSemaphore"];
@@ -98,7 +78,7 @@ describe("npm run bench -- --parts semaphore, smoke", () => {
   });
 
   it("leaves no node process behind", () => {
-    expect(run.nodePids.length).toBeGreaterThan(1);
-    for (const pid of run.nodePids) expect(isProcessAlive(pid), `pid ${pid}`).toBe(false);
+    expect(smokeRun().nodePids.length).toBeGreaterThan(1);
+    for (const pid of smokeRun().nodePids) expect(isProcessAlive(pid), `pid ${pid}`).toBe(false);
   });
 });

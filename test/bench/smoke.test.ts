@@ -5,41 +5,23 @@
  * they belong to `npm run bench`. The isolates parts and the semaphore part have smoke runs of
  * their own (./isolates.test.ts, ./semaphore.test.ts).
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type BenchRun, PARTS, type PartId, runBench } from "../../tools/bench/bench.js";
+import { describe, expect, it } from "vitest";
+import { PARTS, type PartId } from "../../tools/bench/bench.js";
 import { MemoryStore } from "../../tools/bench/memory-store.js";
 import { isProcessAlive } from "../../tools/nodes/process-utils.js";
+import { useSmokeRun } from "./support.js";
 
-const outDir = mkdtempSync(join(tmpdir(), "edge-redlock-bench-smoke-"));
-let run: BenchRun;
 const OWN_SMOKE_RUN: PartId[] = ["isolates", "geo", "semaphore"];
 const parts = (Object.keys(PARTS) as PartId[]).filter((p) => !OWN_SMOKE_RUN.includes(p));
 
-beforeAll(async () => {
-  run = await runBench({
-    parts,
-    quick: false,
-    smoke: true,
-    durationS: 1,
-    rounds: 1,
-    hotRounds: 1,
-    outDir,
-    command: "smoke test",
-    print: false,
-    provisional: true,
-    log: () => {},
-  });
-}, 120_000);
-
-afterAll(() => rmSync(outDir, { recursive: true, force: true }));
+const { run: smokeRun, outDir } = useSmokeRun(parts, "smoke", 120_000);
 
 describe("npm run bench, smoke", () => {
   it("runs every part, and every part produces rows", () => {
-    expect(run.parts.map((p) => p.id)).toEqual(parts);
-    for (const part of run.parts) {
+    expect(smokeRun().parts.map((p) => p.id)).toEqual(parts);
+    for (const part of smokeRun().parts) {
       expect(part.tables.length, part.id).toBeGreaterThan(0);
       for (const table of part.tables) {
         expect(table.rows.length, `${part.id}: ${table.title}`).toBeGreaterThan(0);
@@ -49,7 +31,7 @@ describe("npm run bench, smoke", () => {
   });
 
   it("has no lost update and no overlapping hold under any lock", () => {
-    const hot = run.parts.find((p) => p.id === "hotkey")!;
+    const hot = smokeRun().parts.find((p) => p.id === "hotkey")!;
     const locked = hot.violations.filter((v) => !v.label.includes("negative control"));
     expect(locked.length).toBeGreaterThanOrEqual(5);
     for (const v of locked)
@@ -61,7 +43,7 @@ describe("npm run bench, smoke", () => {
   });
 
   it("overlapping resource sets: no key has two holders under any lock, and the checker catches clients without one", () => {
-    const overlap = run.parts.find((p) => p.id === "overlap")!;
+    const overlap = smokeRun().parts.find((p) => p.id === "overlap")!;
     const locked = overlap.violations.filter((v) => !v.label.includes("negative control"));
     expect(locked.length).toBe(3);
     for (const v of locked) expect({ label: v.label, overlaps: v.overlaps }).toEqual({ label: v.label, overlaps: 0 });
@@ -70,7 +52,7 @@ describe("npm run bench, smoke", () => {
   });
 
   it("catches the negative control: clients without a lock overlap and lose updates", () => {
-    const hot = run.parts.find((p) => p.id === "hotkey")!;
+    const hot = smokeRun().parts.find((p) => p.id === "hotkey")!;
     const control = hot.violations.find((v) => v.label.includes("negative control"))!;
     expect(control.overlaps).toBeGreaterThan(0);
     expect(control.lostUpdates).toBeGreaterThan(0);
@@ -90,8 +72,8 @@ describe("npm run bench, smoke", () => {
   });
 
   it("leaves no node process behind", () => {
-    expect(run.nodePids.length).toBeGreaterThan(1);
-    for (const pid of run.nodePids) expect(isProcessAlive(pid), `pid ${pid}`).toBe(false);
+    expect(smokeRun().nodePids.length).toBeGreaterThan(1);
+    for (const pid of smokeRun().nodePids) expect(isProcessAlive(pid), `pid ${pid}`).toBe(false);
   });
 });
 
