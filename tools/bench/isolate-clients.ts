@@ -14,6 +14,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { Redis } from "ioredis";
 import type { CallerFigures, IsolateConfig, IsolateFigures } from "./isolate-protocol.js";
+import { describeRequest, traceRecorder } from "./isolate-trace.js";
 import { restPipeline } from "./raw.js";
 import { sleep } from "./stats.js";
 import { createClient, type LockClient, SYSTEMS } from "./systems.js";
@@ -32,6 +33,9 @@ interface CallPart {
 }
 
 const callContext = new AsyncLocalStorage<CallPart>();
+
+/** This process's trace, with `ISOLATE_TRACE=<dir>` (see ./isolate-trace.ts); set up by prepareIsolate. */
+let tracer: ReturnType<typeof traceRecorder>;
 
 /** Requests to the lock nodes, counted while the window is open. */
 const tally = { window: false, windowRequests: 0, outsideRequests: 0 };
@@ -77,10 +81,13 @@ function delayingFetch(real: typeof fetch, rttByOrigin: Map<string, number>, loc
     const half = (rttByOrigin.get(origin) ?? 0) / 2;
     const signal = init?.signal ?? (input instanceof Request ? input.signal : undefined);
     if (lockOrigins.has(origin)) countRequest();
+    const traced = tracer && lockOrigins.has(origin) ? describeRequest(url, init?.body) : undefined;
+    if (traced) tracer?.record("send", traced);
     await pause(half, signal);
     const response = await real(input, init);
     const body = await response.arrayBuffer();
     await pause(half, signal);
+    if (traced) tracer?.record("recv", traced);
     return new Response(NULL_BODY_STATUS.has(response.status) ? null : body, {
       status: response.status,
       statusText: response.statusText,
@@ -142,6 +149,7 @@ export interface PreparedIsolate {
  * its own and one round trip to the data node: the window measures a running isolate.
  */
 export async function prepareIsolate(config: IsolateConfig): Promise<PreparedIsolate> {
+  tracer = traceRecorder(process.env.ISOLATE_TRACE, `${config.spec.id}-${config.spec.policy}`);
   const proxies = await installLatency(config);
   const nodes = config.nodes.map((node, i) => ({ ...node, tcpPort: proxies[i]?.port ?? node.tcpPort }));
   const client = await createClient(config.spec, { kind: "servers", nodes });
@@ -240,6 +248,7 @@ async function callerLoop(
     }
     if (handle === null || call === undefined) break;
     wanting = undefined;
+    tracer?.record("granted");
     const waited = performance.now() - wantSince;
     try {
       const [holders, value] = await restPipeline(config.data, [
@@ -257,6 +266,7 @@ async function callerLoop(
       fail(error);
     }
     const held = call;
+    tracer?.record("release");
     try {
       await inCall(held, () => client.release(handle));
     } catch (error) {

@@ -1,0 +1,56 @@
+/**
+ * The isolates parts' trace analysis (tools/bench/isolate-trace.ts) on hand-made traces whose
+ * figures are known: release → grant gaps, one take against several, when the take left, its
+ * quorum-th answer, and the critical section. The trace never carries a request's arguments.
+ */
+import { describe, expect, it } from "vitest";
+import { analyseTrace, describeRequest, parseTrace } from "../../../tools/bench/isolate-trace.js";
+
+/** A take by `pid` at `at`: SETs to 4 nodes and the gate's script, answered `answers` ms later each. */
+function take(pid: string, at: number, answers: readonly number[]): string[] {
+  const nodes = ["1", "2", "3", "4", "5"];
+  const sends = nodes.map((node, i) => `${at} ${pid} send ${node} ${i === 4 ? "EVALSHA" : "SET"}`);
+  const recvs = nodes.map((node, i) => `${at + (answers[i] ?? 0)} ${pid} recv ${node} ${i === 4 ? "EVALSHA" : "SET"}`);
+  return [...sends, ...recvs];
+}
+
+describe("the isolates trace analysis", () => {
+  it("measures each handoff from the release to the next grant, and the take that won it", () => {
+    const text = [
+      "1000 a granted",
+      "1050 a release",
+      ...take("b", 1055, [20, 22, 25, 30, 40]),
+      "1081 b granted", // after the quorum-th (3rd) answer at 1080
+      "1131 b release",
+      ...take("a", 1125, [20, 20, 20, 20, 20]), // early: refused
+      ...take("a", 1160, [20, 21, 22, 23, 24]),
+      "1183 a granted",
+      "1233 a release",
+    ].join("\n");
+    const f = analyseTrace(parseTrace(text), 3);
+    expect(f.handoffs).toBe(2);
+    expect(f.gap.p10).toBe(31);
+    expect(f.gap.mean).toBe((31 + 52) / 2);
+    expect(f.oneTake).toBe(1);
+    expect(f.moreTakes).toBe(1);
+    expect(f.takeOffset.p50).toBe(5);
+    expect(f.takeToQuorum.p50).toBe(25);
+    expect(f.section.mean).toBeCloseTo((50 + 50 + 50) / 3, 6);
+    expect(f.section.sd).toBe(0);
+  });
+
+  it("negative control: grants far from any release are not handoffs", () => {
+    const text = ["1000 a granted", "1050 a release", "5000 b granted", "5050 b release"].join("\n");
+    const f = analyseTrace(parseTrace(text), 3);
+    expect(f.handoffs).toBe(0);
+    expect(f.section.mean).toBe(50);
+  });
+
+  it("describes a request by its node's port and command name only", () => {
+    const body = JSON.stringify(["SET", "secret-key", "secret-token", "NX", "PX", 10000]);
+    const described = describeRequest("http://127.0.0.1:40001/", body);
+    expect(described).toBe("40001 SET");
+    expect(describeRequest("http://127.0.0.1:40001/pipeline", JSON.stringify([["GET", "k"]]))).toBe("40001 PIPELINE");
+    expect(describeRequest("http://127.0.0.1:40001/", "not json")).toBe("40001 ?");
+  });
+});

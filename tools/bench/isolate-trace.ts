@@ -1,0 +1,195 @@
+/**
+ * Where a handoff's time goes across isolates: a trace of the isolates parts' client processes,
+ * and its analysis.
+ *
+ * With `ISOLATE_TRACE=<dir>` in the environment of `npm run bench -- --parts isolates …`, every
+ * client process writes `<dir>/<system>-<policy>-<pid>.log` when it exits: one line per event,
+ * `<epoch ms> <pid> <event> [node port] [command]`, where the event is `send` or `recv` (a request
+ * to a lock node through the process's `fetch`, at the moment the simulated latency lets it leave
+ * or arrive), `granted` (acquire() returned a lock) or `release` (release() called). TCP peers'
+ * commands go through ioredis, not `fetch`: their traces hold grants and releases only.
+ *
+ * `npx tsx tools/bench/isolate-trace.ts <dir>` prints, per system: the time from one holder's
+ * release() to the next grant (the handoff's cost beyond the critical section), how many of those
+ * handoffs the next holder won with one take (a `SET` fan-out) and how many needed more, when the
+ * single take left relative to the release, how long a take took to its quorum-th answer, and the
+ * critical section's own spread (which bounds how well any waiter can aim at the release).
+ */
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+/** One traced event. */
+export interface TraceEvent {
+  /** Epoch milliseconds (performance.timeOrigin + performance.now(): comparable across processes). */
+  readonly at: number;
+  readonly pid: string;
+  readonly event: "send" | "recv" | "granted" | "release";
+  /** For send and recv: the node's port and the command's name (`SET`, `EVALSHA`, …). */
+  readonly node?: string;
+  readonly command?: string;
+}
+
+/** A recorder for this process, or `undefined` when tracing is off. */
+export function traceRecorder(
+  dir: string | undefined,
+  label: string,
+): { record(event: TraceEvent["event"], detail?: string): void } | undefined {
+  if (!dir) return undefined;
+  const lines: string[] = [];
+  process.on("exit", () => writeFileSync(join(dir, `${label}-${process.pid}.log`), lines.join("\n")));
+  return {
+    record(event, detail) {
+      const at = (performance.timeOrigin + performance.now()).toFixed(2);
+      lines.push(detail === undefined ? `${at} ${process.pid} ${event}` : `${at} ${process.pid} ${event} ${detail}`);
+    },
+  };
+}
+
+/** A request's node port and command name, for the trace (never its arguments: keys and tokens stay out). */
+export function describeRequest(url: string, body: unknown): string {
+  let command = "?";
+  try {
+    const parsed = JSON.parse(String(body)) as unknown;
+    if (Array.isArray(parsed) && typeof parsed[0] === "string") command = parsed[0].toUpperCase();
+    else if (Array.isArray(parsed) && Array.isArray(parsed[0])) command = "PIPELINE";
+  } catch {
+    // Not JSON: "?"
+  }
+  return `${new URL(url).port} ${command}`;
+}
+
+/** Parses one trace file's text. */
+export function parseTrace(text: string): TraceEvent[] {
+  return text
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .map((line) => {
+      const [at, pid, event, node, command] = line.split(" ");
+      return { at: Number(at), pid: pid as string, event: event as TraceEvent["event"], node, command };
+    });
+}
+
+/** The figures of one system's trace (milliseconds). */
+export interface TraceFigures {
+  handoffs: number;
+  /** release() of one holder → the next grant. */
+  gap: Quantiles;
+  /** Handoffs the next holder won with one take, and with more than one. */
+  oneTake: number;
+  moreTakes: number;
+  /** Of the one-take handoffs: when the take left, from the release() call (negative: before it). */
+  takeOffset: Quantiles;
+  /** A take's first request → its quorum-th answer. */
+  takeToQuorum: Quantiles;
+  /** granted → release() of the same holder. */
+  section: Quantiles & { sd: number };
+}
+
+export interface Quantiles {
+  p10: number;
+  p50: number;
+  p90: number;
+  mean: number;
+}
+
+function quantiles(values: readonly number[]): Quantiles {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (p: number) => sorted[Math.floor(p * (sorted.length - 1))] ?? Number.NaN;
+  const mean = sorted.length === 0 ? Number.NaN : sorted.reduce((a, b) => a + b, 0) / sorted.length;
+  return { p10: at(0.1), p50: at(0.5), p90: at(0.9), mean };
+}
+
+/** A take's requests leave together; requests more than this apart start another take. */
+const TAKE_SPREAD_MS = 3;
+/** Handoffs further apart than this are not one handoff (the window's end, a give-up). */
+const MAX_GAP_MS = 1000;
+
+/**
+ * Analyses the events of one system's processes (one or more runs of it: runs never overlap in
+ * time). A grant belongs to the release before it, whoever released; the take that won it is the
+ * next holder's `SET` fan-outs from `quorum` nodes' distance before that release to the grant.
+ */
+export function analyseTrace(events: readonly TraceEvent[], quorum: number): TraceFigures {
+  const sorted = [...events].sort((a, b) => a.at - b.at);
+  const gaps: number[] = [];
+  const offsets: number[] = [];
+  const toQuorum: number[] = [];
+  const sections: number[] = [];
+  let oneTake = 0;
+  let moreTakes = 0;
+  let lastRelease: TraceEvent | undefined;
+  const grantedAt = new Map<string, number>();
+  sorted.forEach((e, i) => {
+    if (e.event === "release") {
+      const since = grantedAt.get(e.pid);
+      if (since !== undefined) sections.push(e.at - since);
+      grantedAt.delete(e.pid);
+      lastRelease = e;
+      return;
+    }
+    if (e.event !== "granted") return;
+    grantedAt.set(e.pid, e.at);
+    const release = lastRelease;
+    lastRelease = undefined;
+    if (release === undefined || e.at - release.at > MAX_GAP_MS) return;
+    gaps.push(e.at - release.at);
+    // The grantee's takes: its SET sends since shortly before the release (a take sent early
+    // belongs to this handoff too), grouped into fan-outs.
+    const mine = sorted.slice(0, i).filter((x) => x.pid === e.pid && x.at >= release.at - 40 && x.command === "SET");
+    const takes: number[] = [];
+    for (const send of mine.filter((x) => x.event === "send")) {
+      const last = takes.at(-1);
+      if (last === undefined || send.at - last > TAKE_SPREAD_MS) takes.push(send.at);
+    }
+    if (takes.length === 1) {
+      oneTake++;
+      const sent = takes[0] as number;
+      offsets.push(sent - release.at);
+      // Every answer counts (the gate's share of a take is a script, the others SETs).
+      const answers = sorted.slice(0, i).filter((x) => x.pid === e.pid && x.event === "recv" && x.at >= sent);
+      const quorumth = answers[quorum - 1]?.at;
+      if (quorumth !== undefined) toQuorum.push(quorumth - sent);
+    } else if (takes.length > 1) moreTakes++;
+  });
+  const section = quantiles(sections);
+  const sd = Math.sqrt(sections.reduce((a, b) => a + (b - section.mean) ** 2, 0) / Math.max(1, sections.length));
+  return {
+    handoffs: gaps.length,
+    gap: quantiles(gaps),
+    oneTake,
+    moreTakes,
+    takeOffset: quantiles(offsets),
+    takeToQuorum: quantiles(toQuorum),
+    section: { ...section, sd },
+  };
+}
+
+function show(q: Quantiles): string {
+  return `${q.p10.toFixed(1)} / ${q.p50.toFixed(1)} / ${q.p90.toFixed(1)} (mean ${q.mean.toFixed(1)})`;
+}
+
+// Run as a script (not when bundled into the client processes, whose entry is another file).
+if (process.argv[1]?.endsWith("isolate-trace.ts") && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const dir = process.argv[2];
+  if (!dir) {
+    console.error("usage: npx tsx tools/bench/isolate-trace.ts <dir written by ISOLATE_TRACE=<dir> npm run bench …>");
+    process.exit(2);
+  }
+  const bySystem = new Map<string, TraceEvent[]>();
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".log"))) {
+    const system = file.replace(/-\d+\.log$/, "");
+    bySystem.set(system, [...(bySystem.get(system) ?? []), ...parseTrace(readFileSync(join(dir, file), "utf8"))]);
+  }
+  for (const [system, events] of bySystem) {
+    const f = analyseTrace(events, 3);
+    console.log(`${system}: ${f.handoffs} handoffs`);
+    console.log(`  release() → next grant, p10 / p50 / p90 ms: ${show(f.gap)}`);
+    if (f.oneTake + f.moreTakes > 0) {
+      console.log(`  won with one take: ${f.oneTake}; with more: ${f.moreTakes}`);
+      console.log(`  the one take left, from release(): ${show(f.takeOffset)}`);
+      console.log(`  a take to its quorum-th answer: ${show(f.takeToQuorum)}`);
+    }
+    console.log(`  critical section: ${show(f.section)}, sd ${f.section.sd.toFixed(1)}`);
+  }
+}
