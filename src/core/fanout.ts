@@ -94,7 +94,7 @@ export class DeadlineExceeded extends Error {
 export function fanOut(options: FanOutOptions): FanOut {
   const { nodeIds, quorum, clock, timeoutMs, meter } = options;
   const count = nodeIds.length;
-  const final: (NodeOutcome | undefined)[] = new Array(count).fill(undefined);
+  const final: (NodeOutcome | undefined)[] = new Array(count);
   const requestCounts: number[] = new Array(count).fill(0);
   /** Resolvers of `outcomeOf(i)` calls made before node i settled (rare: created on demand). */
   const outcomeWaiters: (((outcome: NodeOutcome) => void)[] | undefined)[] = new Array(count);
@@ -125,13 +125,14 @@ export function fanOut(options: FanOutOptions): FanOut {
   const timer = setTimeout(() => abort(new DeadlineExceeded(timeoutMs)), timeoutMs);
 
   const snapshot = (): NodeOutcome[] =>
-    nodeIds.map((node, i) => final[i] ?? { node, outcome: "pending", requests: requestCounts[i] ?? 0 });
+    nodeIds.map((node, i) => final[i] ?? { node, outcome: "pending", requests: requestCounts[i] as number });
 
   const settle = (index: number, kind: NodeOutcomeKind | undefined, error: unknown, status?: number): void => {
     if (final[index] !== undefined) return;
     const node = nodeIds[index] as string;
-    const latencyMs = clock.now() - startedAt;
-    const requests = requestCounts[index] ?? 0;
+    const now = clock.now();
+    const latencyMs = now - startedAt;
+    const requests = requestCounts[index] as number;
     let outcome: NodeOutcome;
     if (kind !== undefined) outcome = { node, outcome: kind, latencyMs, requests };
     else {
@@ -153,7 +154,8 @@ export function fanOut(options: FanOutOptions): FanOut {
         isDecided = true;
         resolveDecided({
           granted: decision === "granted",
-          decidedAt: clock.now(),
+          // The reading this answer's latency was taken from, unless a hook has run since.
+          decidedAt: options.onNodeSettled ? clock.now() : now,
           outcomes: snapshot(),
           requests: requestCounts.reduce((a, b) => a + b, 0),
         });
@@ -173,12 +175,12 @@ export function fanOut(options: FanOutOptions): FanOut {
   else callerSignal?.addEventListener("abort", onCallerAbort, { once: true });
 
   const finished: Promise<void>[] = new Array(count);
-  const finishedFlags: boolean[] = new Array(count).fill(false);
+  const finishedFlags: boolean[] = new Array(count);
   for (let index = 0; index < count; index++) {
     const context: TaskContext = {
       signal: controller.signal,
       countRequest: () => {
-        requestCounts[index] = (requestCounts[index] ?? 0) + 1;
+        requestCounts[index] = (requestCounts[index] as number) + 1;
         if (meter !== undefined) meter.sent++;
       },
     };

@@ -2,13 +2,12 @@
  * Which node is a resource set's gate, the gate's own keys, and one poll of it.
  * @module
  */
-import { NodeError } from "../base/errors.js";
-import { describeReply } from "../base/redact.js";
 import type { NodeOutcomeKind } from "../base/report.js";
 import type { TaskContext } from "../core/fanout.js";
 import { keysHash, RESERVED_KEY_PART } from "../core/keys.js";
+import { unexpected } from "../core/node-operations.js";
 import { runScript, type Script } from "../core/scripts/script.js";
-import type { RedisNode } from "../transport/rest.js";
+import type { RedisNode, RedisReply } from "../transport/rest.js";
 import { gateScript } from "./scripts/gate.js";
 import { gateReleaseScript } from "./scripts/gate-release.js";
 import { handOverScript } from "./scripts/hand-over.js";
@@ -100,7 +99,7 @@ export async function pollGate(
   );
   const [taken, rank, pttlMs, freeInMs, holdMs, ticket, holdDeviationMs, cycleMs, turns, contested, unreleased] =
     integers(node, gateScript, reply, 11);
-  if ((taken !== 0 && taken !== 1) || rank < -1) throw badReply(node, gateScript, reply);
+  if ((taken !== 0 && taken !== 1) || rank < -1) throw unexpected(node, gateScript.name, reply);
   return {
     taken: taken === 1,
     rank,
@@ -128,15 +127,11 @@ function figures(holdMs: number, holdDeviationMs: number, cycleMs: number, turns
 type Integers<N extends number, R extends number[] = []> = R["length"] extends N ? R : Integers<N, [...R, number]>;
 
 /** A script's reply as `length` integers, or a {@link NodeError}. */
-function integers<N extends number>(node: RedisNode, script: Script, reply: unknown, length: N): Integers<N> {
+function integers<N extends number>(node: RedisNode, script: Script, reply: RedisReply, length: N): Integers<N> {
   if (Array.isArray(reply) && reply.length === length && reply.every((v) => Number.isInteger(v))) {
     return reply as Integers<N>;
   }
-  throw badReply(node, script, reply);
-}
-
-function badReply(node: RedisNode, script: Script, reply: unknown): NodeError {
-  return new NodeError(node.id, `unexpected reply to ${script.name} from ${node.id}: ${describeReply(reply)}`);
+  throw unexpected(node, script.name, reply);
 }
 
 /** What the gate said to a release. */
@@ -204,7 +199,7 @@ export async function releaseOnGate(
     9,
   );
   if (deleted < 0 || deleted > keys.length || waiting < 0 || (handed !== 0 && handed !== 1))
-    throw badReply(node, gateReleaseScript, reply);
+    throw unexpected(node, gateReleaseScript.name, reply);
   return {
     outcome: deleted > 0 ? "released" : "not-held",
     waiting,
@@ -233,7 +228,7 @@ export async function handOverOnNode(
       if (taken === 0 || taken === 1) return { released: deleted > 0, taken: taken === 1 };
     }
   }
-  throw badReply(node, handOverScript, reply);
+  throw unexpected(node, handOverScript.name, reply);
 }
 
 /** A place at the back of a line, made by this client's release (see `releaseOnGate`). */
@@ -255,5 +250,14 @@ export interface Place {
  * key, has the same name (`["a","b"]` is not `["a\\nb"]`, nor `["[\\"a\\",\\"b\\"]"]`).
  */
 export function hotKeyOf(keys: readonly string[]): string {
-  return JSON.stringify(keys);
+  // The last list named, by identity (a list of keys is never changed once made): an acquisition
+  // names its keys, and their release names the same list, twice, often next.
+  if (keys !== named) {
+    named = keys;
+    name = JSON.stringify(keys);
+  }
+  return name;
 }
+
+let named: readonly string[] | undefined;
+let name: string;

@@ -33,14 +33,13 @@ export function releaseInLine(engine: Engine, hot: HotResources, request: Releas
   // What the gate learns of the hold that ends: the TTL the keys were last set with, and how long
   // before the grant the gate was ours (0 for a release by token: unknown).
   const hold = { ttlMs: lock?.lastTtlMs ?? 0, gateLeadMs: lock?.gateLeadMs ?? 0 };
-  const requeue = hot.isHot(hotKey, o.clock.now())
-    ? { waiter: randomToken(), leaseMs: HOT_AFTER_RELEASE_MS }
-    : undefined;
+  // Also the release's send time until it is sent (`sent` is told before any answer is read).
+  let sentAt = o.clock.now();
+  const requeue = hot.isHot(hotKey, sentAt) ? { waiter: randomToken(), leaseMs: HOT_AFTER_RELEASE_MS } : undefined;
   let keep: (place: Place | undefined) => void = () => {};
-  if (requeue) hot.keepPlace(hotKey, new Promise((resolve) => (keep = resolve)), o.clock.now() + o.requestTimeoutMs);
+  if (requeue) hot.keepPlace(hotKey, new Promise((resolve) => (keep = resolve)), sentAt + o.requestTimeoutMs);
   const next = hot.claimHandoff(hotKey, keys);
   const handoff = next && new HandoffOutcomes(next, engine.nodes.length);
-  let sentAt = o.clock.now();
 
   const onGate = async (context: TaskContext) => {
     let answer: GateRelease;

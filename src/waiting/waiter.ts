@@ -22,7 +22,7 @@ import { nextEntryId, type Waiter } from "./state.js";
  */
 export async function runWaiter(w: Waiter): Promise<Lock> {
   const hot = w.hot;
-  const now = w.now();
+  const now = w.startedAt;
   // Queue up at once for a resource this isolate just waited for, or is acquiring or holding for
   // another caller right now (a single attempt never waits).
   const queueAtOnce = hot.isHot(w.hotKey, now) || hot.isBusy(w.hotKey, now);
