@@ -62,6 +62,22 @@ export class HotResources {
    * listening its turn, or the turn told while it was not (see {@link listenForTurn}).
    */
   readonly #turns = new Map<string, { tell?: ((turn: Turn) => void) | undefined; told?: Turn | undefined }>();
+  /** How long this isolate's holds of each key last, as the gate measured them (see {@link holdOf}). */
+  readonly #holds = new Map<string, number>();
+
+  /**
+   * How long this isolate's holds of `key` last, as the gate measured them, in ms (0 while
+   * unknown): its takes tell the gate, which predicts the release of this isolate's holds by it
+   * instead of by the average of the whole line's.
+   */
+  holdOf(key: string): number {
+    return this.#holds.get(key) ?? 0;
+  }
+
+  setHold(key: string, ms: number): void {
+    if (this.#holds.size > 1024 && !this.#holds.has(key)) this.#holds.clear();
+    this.#holds.set(key, ms);
+  }
 
   /**
    * Whether an acquisition in this isolate is acquiring or holding `key` right now: the next

@@ -38,6 +38,9 @@ export interface GateState {
   polled: boolean;
   /** Average lead reported by releases of holds taken by a poll. */
   lead: number;
+  /** How long the taker `expecter`'s isolate holds the lock, as its take told (0: unknown). */
+  expect: number;
+  expecter: string;
   turns: number;
   /** Whether the stats hash exists on the node (a waiter polled, a take or a recorded release). */
   written: boolean;
@@ -64,6 +67,8 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       taker: "",
       polled: false,
       lead: 0,
+      expect: 0,
+      expecter: "",
       turns: 0,
       written: false,
       foreign: 0,
@@ -139,6 +144,8 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.took = now;
     state.taker = token;
     state.polled = mode !== "aim";
+    state.expect = Number(argv[7] ?? 0) || 0;
+    state.expecter = token;
     state.written = true;
     return [1, 0, -2, ago, state.hold, ticket, state.dev, state.cycle, state.turns, 0, state.unreleased];
   }
@@ -153,7 +160,8 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     if (byTaker && now - state.took > elapsed) elapsed = now - state.took;
     if (state.hold > 0 && pttl > 0 && elapsed >= 0) {
       const lead = byTaker && state.polled ? state.lead : 0;
-      const predicted = byTaker && state.unreleased > 0 ? 0 : Math.max(0, state.hold + lead - elapsed);
+      const expect = byTaker && state.expecter === state.taker && state.expect > 0 ? state.expect : state.hold;
+      const predicted = byTaker && state.unreleased > 0 ? 0 : Math.max(0, expect + lead - elapsed);
       if (predicted < pttl) freeIn = predicted;
     }
   }
@@ -174,7 +182,9 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
   const since = state.took > 0 && now - state.took > ttl - left ? now - state.took : ttl - left;
   const lead = Number(argv[5] ?? 0) || 0;
   const held = lead > 0 && lead < since ? since - lead : since;
+  let learned = 0;
   if (deleted > 0 && left > 0 && left <= ttl && state.taker === argv[0]) {
+    learned = held;
     if (state.hold === 0) {
       state.hold = held;
       state.dev = 0;
@@ -213,6 +223,8 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
       state.took = now;
       state.unreleased = 0;
       state.polled = false;
+      state.expect = Number(argv[9] ?? 0) || 0;
+      state.expecter = next;
       state.written = true;
       handed = 1;
       if (rank >= 0) ahead--;
@@ -237,5 +249,5 @@ export function runGateRelease(store: GateStore, keys: string[], argv: string[])
     }
     if (first !== undefined && (state.leases.get(first) ?? 0) > now) head = lowest;
   }
-  return [deleted, ahead, ticket, state.hold, state.dev, state.cycle, state.turns, handed, head];
+  return [deleted, ahead, ticket, state.hold, state.dev, state.cycle, state.turns, handed, head, learned];
 }

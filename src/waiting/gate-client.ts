@@ -71,7 +71,15 @@ export async function pollOn(
   const answer = await pollGate(
     w.engine.node(w.gate),
     w.request.keys,
-    { waiter: w.waiterId, mode, token, ttlMs: w.request.ttlMs, leaseMs, ticket: s.ticket },
+    {
+      waiter: w.waiterId,
+      mode,
+      token,
+      ttlMs: w.request.ttlMs,
+      leaseMs,
+      ticket: s.ticket,
+      expectMs: w.hot.holdOf(w.hotKey),
+    },
     context,
   );
   s.rttMs = averageRtt(s.rttMs, w.now() - started);

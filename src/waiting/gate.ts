@@ -79,7 +79,16 @@ export function gateKeys(keys: readonly string[]): [queue: string, leases: strin
 export async function pollGate(
   node: RedisNode,
   keys: readonly string[],
-  request: { waiter: string; mode: GateMode; token: string; ttlMs: number; leaseMs: number; ticket: number },
+  request: {
+    waiter: string;
+    mode: GateMode;
+    token: string;
+    ttlMs: number;
+    leaseMs: number;
+    ticket: number;
+    /** For a take: how long this isolate's holds last, as the gate measured them (0 when unknown). */
+    expectMs?: number;
+  },
   context: TaskContext,
 ): Promise<GateAnswer> {
   const reply = await runScript(
@@ -94,6 +103,7 @@ export async function pollGate(
       Math.ceil(request.leaseMs),
       keys.length,
       request.ticket,
+      Math.round(request.expectMs ?? 0),
     ],
     context,
   );
@@ -149,6 +159,8 @@ export interface GateRelease {
   readonly handedOver: boolean;
   /** After a release: the ticket of the waiter now first in line, 0 for none. */
   readonly headTicket: number;
+  /** The hold that ended, as the gate measured it and learned from it, in ms (0 when it learned nothing). */
+  readonly heldMs: number;
 }
 
 /** What a release tells the gate about the hold it ends, from which the gate learns how long holds last. */
@@ -173,7 +185,7 @@ export async function releaseOnGate(
   hold: EndedHold,
   context: TaskContext,
   requeue?: { waiter: string; leaseMs: number },
-  next?: { token: string; ttlMs: number; waiter: string },
+  next?: { token: string; ttlMs: number; waiter: string; expectMs?: number },
 ): Promise<GateRelease> {
   const reply = await runScript(
     node,
@@ -189,16 +201,17 @@ export async function releaseOnGate(
       next?.token ?? "",
       next?.ttlMs ?? 0,
       next?.waiter ?? "",
+      Math.round(next?.expectMs ?? 0),
     ],
     context,
   );
-  const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns, handed, head] = integers(
+  const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns, handed, head, held] = integers(
     node,
     gateReleaseScript,
     reply,
-    9,
+    10,
   );
-  if (deleted < 0 || deleted > keys.length || waiting < 0 || (handed !== 0 && handed !== 1))
+  if (deleted < 0 || deleted > keys.length || waiting < 0 || (handed !== 0 && handed !== 1) || held < 0)
     throw unexpected(node, gateReleaseScript.name, reply);
   return {
     outcome: deleted > 0 ? "released" : "not-held",
@@ -206,6 +219,7 @@ export async function releaseOnGate(
     ticket: Math.max(0, ticket),
     handedOver: handed === 1,
     headTicket: Math.max(0, head),
+    heldMs: held,
     ...figures(holdMs, holdDeviationMs, cycleMs, turns),
   };
 }

@@ -49,6 +49,16 @@ export interface Overdue {
   readonly turns: number;
 }
 
+/**
+ * An isolate's average hold of a lock after one more, `heldMs`, as the gate measured it (0 before
+ * the first): averaged as the gate averages the line's holds, shorter ones followed faster (a take
+ * aimed by a figure too long lands late by the difference; one too short wastes a fan-out).
+ */
+export function averageHold(averageMs: number, heldMs: number): number {
+  if (averageMs === 0) return heldMs;
+  return heldMs < averageMs ? Math.floor((averageMs + heldMs) / 2) : Math.floor((3 * averageMs + heldMs) / 4);
+}
+
 /** The average poll round trip after one more sample `sampleMs` (0 before the first). */
 export function averageRtt(averageMs: number, sampleMs: number): number {
   return averageMs === 0 ? sampleMs : (3 * averageMs + sampleMs) / 4;

@@ -14,6 +14,7 @@ import type { ReleasePart, ReleaseRequest } from "../core/waiting.js";
 import { HandoffOutcomes } from "../isolate/handoff.js";
 import type { HotResources } from "../isolate/hot-resources.js";
 import { type GateRelease, gateIndex, handOverOnNode, hotKeyOf, type Place, releaseOnGate } from "./gate.js";
+import { averageHold } from "./pacing.js";
 
 /** How long a resource counts as contended after a release found waiters in line, in ms. */
 const HOT_AFTER_RELEASE_MS = 2000;
@@ -44,13 +45,15 @@ export function releaseInLine(engine: Engine, hot: HotResources, request: Releas
   const onGate = async (context: TaskContext) => {
     let answer: GateRelease;
     try {
-      const sending = releaseOnGate(engine.node(gate), keys, token, hold, context, requeue, next);
+      const handTo = next && { ...next, expectMs: hot.holdOf(hotKey) };
+      const sending = releaseOnGate(engine.node(gate), keys, token, hold, context, requeue, handTo);
       answer = await (handoff ? handoff.route(gate, sending, (r) => r.handedOver) : sending);
     } catch (error) {
       keep(undefined);
       throw error;
     }
     const now = o.clock.now();
+    if (answer.heldMs > 0) hot.setHold(hotKey, averageHold(hot.holdOf(hotKey), answer.heldMs));
     if (answer.waiting > 0 || answer.handedOver) hot.mark(hotKey, now, HOT_AFTER_RELEASE_MS);
     // The first in line now, if it waits in this isolate, learns it without a poll.
     if (answer.headTicket > 0) hot.turnOf(hotKey, answer.headTicket, answer.handedOver ? "first" : "free");

@@ -44,22 +44,30 @@ function gateFixture(...names: string[]) {
   const key = lockKeys[0] as string;
   const keys = [...lockKeys, ...gateKeys(lockKeys)];
   const context = () => ({ signal: AbortSignal.timeout(5000), countRequest() {} });
-  const request = (waiter: string, mode: "take" | "aim" | "wait" | "leave", token: string) =>
-    ({ waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0 }) as const;
-  const modelPoll = (waiter: string, mode: string, token: string) =>
-    model.gate(keys, [waiter, mode, token, "5000", "5000", String(lockKeys.length), "0"]);
-  /** A take on both that must succeed: the real answer and the model's reply. */
-  const take = async (waiter: string, token: string, mode: "take" | "aim" = "take") => {
-    const real = await pollGate(node, lockKeys, request(waiter, mode, token), context());
-    const modelled = await modelPoll(waiter, mode, token);
+  const request = (waiter: string, mode: "take" | "aim" | "wait" | "leave", token: string, expectMs = 0) =>
+    ({ waiter, mode, token, ttlMs: 5000, leaseMs: 5000, ticket: 0, expectMs }) as const;
+  const modelPoll = (waiter: string, mode: string, token: string, expectMs = 0) =>
+    model.gate(keys, [waiter, mode, token, "5000", "5000", String(lockKeys.length), "0", String(expectMs)]);
+  /** A take on both that must succeed (`expectMs`: the taker's isolate's hold): the real answer and the model's reply. */
+  const take = async (waiter: string, token: string, mode: "take" | "aim" = "take", expectMs = 0) => {
+    const real = await pollGate(node, lockKeys, request(waiter, mode, token, expectMs), context());
+    const modelled = await modelPoll(waiter, mode, token, expectMs);
     expect(real.taken).toBe(true);
     expect(modelled[0]).toBe(1);
     return { real, modelled };
   };
   /** A release on both, reporting the hold's lead. */
   const release = async (token: string, gateLeadMs = 0) => {
-    await releaseOnGate(node, lockKeys, token, held(5000, gateLeadMs), context());
-    await model.gateRelease(keys, [token, String(lockKeys.length), "5000", "", "0", String(gateLeadMs)]);
+    const real = await releaseOnGate(node, lockKeys, token, held(5000, gateLeadMs), context());
+    const modelled = await model.gateRelease(keys, [
+      token,
+      String(lockKeys.length),
+      "5000",
+      "",
+      "0",
+      String(gateLeadMs),
+    ]);
+    return { real, modelled };
   };
   /** A waiter's look at the gate on both (it steps out of line again, so the next take stays first in line). */
   const look = async () => {
@@ -221,6 +229,60 @@ describe("gate scripts: what the gate learns", () => {
     const behindPoll = await look();
     expect(behindPoll.real.freeInMs).toBeGreaterThan(behindPoll.real.holdMs + 100);
     expect(behindPoll.modelled[3]).toBeGreaterThan((behindPoll.modelled[4] as number) + 100);
+  });
+
+  it("predicts a holder's release by the hold its isolate told at its take, and a release says the hold it taught, on real Redis and in the model", async () => {
+    const { node, model, keys, lockKeys, context, request, modelPoll, take, release, look } =
+      gateFixture("gate-expect");
+    // A hold of about 150 ms, taken at the gate: the release says how long the gate measured it.
+    await take("w1", "f".repeat(40));
+    await new Promise((r) => setTimeout(r, 150));
+    const first = await release("f".repeat(40));
+    expect(first.real.heldMs).toBeGreaterThanOrEqual(140);
+    expect(first.real.heldMs).toBeLessThan(2000);
+    expect(first.modelled[9]).toBeGreaterThanOrEqual(140);
+    expect(first.modelled[9]).toBeLessThan(2000);
+
+    // A taker whose isolate holds for 3 s: predicted by its own figure, not the line's 150 ms.
+    await take("w2", "a".repeat(40), "aim", 3000);
+    const told = await look();
+    expect(told.real.holdMs).toBeLessThan(2000);
+    expect(told.real.freeInMs).toBeGreaterThan(2500);
+    expect(told.modelled[3]).toBeGreaterThan(2500);
+    // A release that is not the taker's teaches nothing, and says so.
+    const stranger = await release("x".repeat(40));
+    expect(stranger.real.heldMs).toBe(0);
+    expect(stranger.modelled[9]).toBe(0);
+    await release("a".repeat(40));
+
+    // Negative control: a taker that told nothing is predicted by the line's average.
+    await take("w3", "b".repeat(40), "aim");
+    const average = await look();
+    expect(average.real.freeInMs).toBeLessThanOrEqual(average.real.holdMs);
+    expect(average.modelled[3]).toBeLessThanOrEqual(average.modelled[4] as number);
+
+    // A hand-over tells the gate the next holder's isolate's hold as its take would.
+    await pollGate(node, lockKeys, request("w4", "wait", "-"), context());
+    await modelPoll("w4", "wait", "-");
+    const next = { token: "n".repeat(40), ttlMs: 5000, waiter: "w4", expectMs: 3000 };
+    const handed = await releaseOnGate(node, lockKeys, "b".repeat(40), held(5000), context(), undefined, next);
+    const modelHanded = await model.gateRelease(keys, [
+      "b".repeat(40),
+      String(lockKeys.length),
+      "5000",
+      "",
+      "0",
+      "0",
+      next.token,
+      "5000",
+      "w4",
+      "3000",
+    ]);
+    expect(handed.handedOver).toBe(true);
+    expect(modelHanded[7]).toBe(1);
+    const afterHandOver = await look();
+    expect(afterHandOver.real.freeInMs).toBeGreaterThan(2500);
+    expect(afterHandOver.modelled[3]).toBeGreaterThan(2500);
   });
 
   it("counts a hold from its take at the gate, though the holder extended it, on real Redis and in the model", async () => {

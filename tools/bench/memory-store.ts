@@ -37,7 +37,7 @@ const LIBRARY_SCRIPTS: Record<string, ScriptRun> = {
   "gate-release": (s, keys, [token, count, _ttl]) => {
     let deleted = 0;
     for (const k of keys.slice(0, Number(count))) if (s.get(k) === token && s.delete(k)) deleted++;
-    return [deleted, 0, 0, 0, 0, 0, 0, 0, 0];
+    return [deleted, 0, 0, 0, 0, 0, 0, 0, 0, 0];
   },
   "hand-over": (s, keys, [token, next, ttl]) => {
     let deleted = 0;

@@ -15,13 +15,16 @@ import type { Script } from "../../core/scripts/script.js";
  * to come back for the lock), or "" for none. ARGV[5]: that entry's lease in ms. ARGV[6]: how long
  * before the lock was granted the gate's key was already the holder's, beyond the grant's round
  * trip (see "how long the hold lasted" below), 0 for none. ARGV[7]: the token of a waiter to hand
- * the lock over to, or "" for none; ARGV[8]: its TTL in ms; ARGV[9]: its id in the queue. Returns
- * `{deleted, waiting, ticket, hold, dev, cycle, turns, handed, head}`: how many keys were deleted, how
+ * the lock over to, or "" for none; ARGV[8]: its TTL in ms; ARGV[9]: its id in the queue;
+ * ARGV[10]: how long its isolate holds the lock, as the gate's ARGV[8] of a take. Returns
+ * `{deleted, waiting, ticket, hold, dev, cycle, turns, handed, head, held}`: how many keys were deleted, how
  * many waiters hold a lease (ahead of the new entry; a waiter handed the lock no longer counts,
  * but its wait still makes the lock contended, for the new entry and the line's pace), the
  * new entry's ticket (0 when none was made), the gate's figures as the poll script returns them,
  * 1 when the lock keys were handed over, and, after a release, the ticket of the waiter now first
- * in line (0 for none): a waiter of the releasing isolate learns its turn without a poll.
+ * in line (0 for none): a waiter of the releasing isolate learns its turn without a poll; and the
+ * hold that ended as the gate measured it, in ms (0 when it taught the gate nothing), which the
+ * releasing isolate averages and tells the gate with its next take.
  *
  * The hand-over takes the keys as the poll script's take would, with the same conditions: every
  * key free (after our delete), and the waiter first in line (or the line empty). It is recorded
@@ -71,7 +74,9 @@ local lead = tonumber(ARGV[6]) or 0
 if lead > 0 and lead < held then
 held = held - lead
 end
+local learned = 0
 if deleted > 0 and left > 0 and left <= ttl and redis.call("HGET", stats, "taker") == ARGV[1] then
+learned = held
 local dev = tonumber(redis.call("HGET", stats, "dev") or "0")
 if hold == 0 then
 hold = held
@@ -133,7 +138,7 @@ redis.call("SET", KEYS[i], ARGV[7], "PX", ARGV[8])
 end
 redis.call("ZREM", KEYS[n + 1], ARGV[9])
 redis.call("ZREM", KEYS[n + 2], ARGV[9])
-redis.call("HSET", stats, "released", 0, "taker", ARGV[7], "took", now, "unreleased", 0, "polled", 0)
+redis.call("HSET", stats, "released", 0, "taker", ARGV[7], "took", now, "unreleased", 0, "polled", 0, "expect", tonumber(ARGV[10]) or 0, "expecter", ARGV[7])
 redis.call("PEXPIRE", stats, 600000)
 handed = 1
 if rank then
@@ -163,6 +168,6 @@ end
 local function stat(field)
 return tonumber(redis.call("HGET", stats, field) or "0")
 end
-return {deleted, ahead, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns"), handed, head}`,
-  sha1: "cbe168f1a9f2ebb6dd1d983cc5ad2ea13f190064",
+return {deleted, ahead, ticket, stat("hold"), stat("dev"), stat("cycle"), stat("turns"), handed, head, learned}`,
+  sha1: "2177385c51d9354422babd6387028ab6ca912556",
 });

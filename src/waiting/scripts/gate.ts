@@ -12,7 +12,13 @@
  * with its average deviation, with the TTL in use, and an average of the leads takes by a poll
  * had), from which waiters predict when the lock frees up: the current holder has held it for the
  * TTL less its key's PTTL, or, when it took the lock at the gate, since that take (an extension
- * resets the PTTL, not the hold). Holds are learned as if the take had been aimed at the release
+ * resets the PTTL, not the hold). A holder that took at the gate and told how long its isolate's
+ * holds last is predicted by its own figure rather than the line's average (the figure is kept
+ * with the token that told it: a take by a client that tells none, of an earlier version, is
+ * predicted by the average, not by its predecessor's figure): where isolates hold
+ * for different times (their distance to the data their critical section reads, say), the
+ * average is wrong for every one of them, and an aim set by it lands early or late by the
+ * difference. Holds are learned as if the take had been aimed at the release
  * (see `gate-release.ts`); a holder that took by a poll had the lock a lead after its take, and is
  * predicted to let go that much later (planned by the aimed hold, the next take would land before
  * such a release, and a take that lands early costs a fan-out of N requests). A take that
@@ -43,7 +49,9 @@ import type { Script } from "../../core/scripts/script.js";
  * `leave` (drop out of the queue, and delete the lock keys if they hold ARGV[3]: a waiter that
  * gives up takes its placeholder with it). ARGV[3]: token. ARGV[4]: TTL in ms. ARGV[5]: lease in ms.
  * ARGV[6]: n, the number of lock keys. ARGV[7]: the waiter's earlier ticket, or 0 for none (a
- * waiter whose take failed elsewhere keeps its place).
+ * waiter whose take failed elsewhere keeps its place). ARGV[8]: for a take, how long the taker's
+ * isolate holds the lock, as the gate measured its earlier holds (see `gate-release.ts`), or 0
+ * when unknown.
  *
  * Returns `{taken, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested, unreleased}`: `taken` 1
  * when the keys were set; `rank` the waiter's place in line (0 first); `pttl` the longest PTTL of
@@ -142,7 +150,7 @@ local polled = 1
 if mode == "aim" then
 polled = 0
 end
-redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "took", now, "unreleased", streak, "polled", polled)
+redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "took", now, "unreleased", streak, "polled", polled, "expect", tonumber(ARGV[8]) or 0, "expecter", ARGV[3])
 redis.call("PEXPIRE", stats, 600000)
 return {1, 0, -2, ago, hold, ticket, dev, cycle, turns, 0, streak}
 end
@@ -160,12 +168,20 @@ local elapsed = -1
 if ttl > 0 and pttl <= ttl then
 elapsed = ttl - pttl
 end
-local byTaker = took > 0 and redis.call("GET", KEYS[1]) == redis.call("HGET", stats, "taker")
+local taker = redis.call("HGET", stats, "taker")
+local byTaker = took > 0 and redis.call("GET", KEYS[1]) == taker
 if byTaker and now - took > elapsed then
 elapsed = now - took
 end
 if hold > 0 and pttl > 0 and elapsed >= 0 then
-local predicted = hold - elapsed
+local expect = 0
+if byTaker and redis.call("HGET", stats, "expecter") == taker then
+expect = tonumber(redis.call("HGET", stats, "expect") or "0")
+end
+if expect <= 0 then
+expect = hold
+end
+local predicted = expect - elapsed
 if byTaker and redis.call("HGET", stats, "polled") == "1" then
 predicted = predicted + tonumber(redis.call("HGET", stats, "lead") or "0")
 end
@@ -178,5 +194,5 @@ end
 end
 end
 return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested, 0}`,
-  sha1: "7706bd108610e8569caebf1bf1baadcf48e15601",
+  sha1: "76b89e32991297607cdccb07bab4ec18420d4ef9",
 });

@@ -7,6 +7,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { patience } from "../../../src/core/backoff.js";
 import {
+  averageHold,
   averageRtt,
   budgetGap,
   type GateFigures,
@@ -495,5 +496,14 @@ describe("places in line, hand-over offers, round trips", () => {
     { average: 40, sample: 80, expected: 50 },
   ])("averageRtt($average, $sample) → $expected", ({ average, sample, expected }) => {
     expect(averageRtt(average, sample)).toBe(expected);
+  });
+
+  it.each([
+    { why: "the first hold is the average", average: 0, held: 170, expected: 170 },
+    { why: "a shorter hold: half way", average: 170, held: 20, expected: 95 },
+    { why: "a longer hold: a quarter of the way", average: 20, held: 180, expected: 60 },
+    { why: "the same hold: unchanged", average: 60, held: 60, expected: 60 },
+  ])("averageHold, $why → $expected", ({ average, held, expected }) => {
+    expect(averageHold(average, held)).toBe(expected);
   });
 });
