@@ -8,6 +8,7 @@
  * (ids or id:policy), --isolate-rounds R (at least 3); with --final their windows are 30 s.
  */
 
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { PARTS, type PartId, runBench } from "./bench.js";
@@ -79,7 +80,9 @@ async function main(): Promise<void> {
     ...(systems ? { systems } : {}),
     ...(isolateRounds === undefined ? {} : { isolateRounds }),
   });
-  process.stdout.write(`\nwrote ${outDir}RESULTS.md in ${((performance.now() - started) / 1000).toFixed(0)} s\n`);
+  process.stdout.write(
+    `\nwrote ${join(outDir, "RESULTS.md")} in ${((performance.now() - started) / 1000).toFixed(0)} s\n`,
+  );
 }
 
 main().then(
