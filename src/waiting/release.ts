@@ -39,14 +39,15 @@ export function releaseInLine(engine: Engine, hot: HotResources, request: Releas
   const requeue = hot.isHot(hotKey, sentAt) ? { waiter: randomToken(), leaseMs: HOT_AFTER_RELEASE_MS } : undefined;
   let keep: (place: Place | undefined) => void = () => {};
   if (requeue) hot.keepPlace(hotKey, new Promise((resolve) => (keep = resolve)), sentAt + o.requestTimeoutMs);
-  const next = hot.claimHandoff(hotKey, keys);
-  const handoff = next && new HandoffOutcomes(next, engine.nodes.length);
+  const offer = hot.claimHandoff(hotKey, keys);
+  const handoff = offer && new HandoffOutcomes(offer, engine.nodes.length);
+  // The gate's take for the next holder tells it how long this isolate's holds last, as its own would.
+  const next = offer && { ...offer, expectMs: hot.holdOf(hotKey) };
 
   const onGate = async (context: TaskContext) => {
     let answer: GateRelease;
     try {
-      const handTo = next && { ...next, expectMs: hot.holdOf(hotKey) };
-      const sending = releaseOnGate(engine.node(gate), keys, token, hold, context, requeue, handTo);
+      const sending = releaseOnGate(engine.node(gate), keys, token, hold, context, requeue, next);
       answer = await (handoff ? handoff.route(gate, sending, (r) => r.handedOver) : sending);
     } catch (error) {
       keep(undefined);
