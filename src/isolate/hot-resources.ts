@@ -74,6 +74,7 @@ export class HotResources {
     return this.#holds.get(key) ?? 0;
   }
 
+  /** Records `ms` as this isolate's hold of `key` (see {@link holdOf}; the caller averages). */
   setHold(key: string, ms: number): void {
     if (this.#holds.size > 1024 && !this.#holds.has(key)) this.#holds.clear();
     this.#holds.set(key, ms);
