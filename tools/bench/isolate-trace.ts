@@ -9,11 +9,12 @@
  * or arrive), `granted` (acquire() returned a lock) or `release` (release() called). TCP peers'
  * commands go through ioredis, not `fetch`: their traces hold grants and releases only.
  *
- * `npx tsx tools/bench/isolate-trace.ts <dir>` prints, per system: the time from one holder's
+ * `npx tsx tools/bench/isolate-trace.ts <dir> [quorum]` prints, per system: the time from one holder's
  * release() to the next grant (the handoff's cost beyond the critical section), how many of those
- * handoffs the next holder won with one take (a `SET` fan-out) and how many needed more, when the
- * single take left relative to the release, how long a take took to its quorum-th answer, and the
- * critical section's own spread (which bounds how well any waiter can aim at the release).
+ * handoffs the next holder won with one take (a `SET` fan-out) and how many needed more, how many
+ * it won with a take aimed at the release and how many with one sent after a poll took the gate,
+ * when the single take left relative to the release, how long a take took to its quorum-th answer
+ * (`quorum`: 3 for the parts' N = 5), and the critical section's own spread.
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -78,6 +79,9 @@ export interface TraceFigures {
   /** Handoffs the next holder won with one take, and with more than one. */
   oneTake: number;
   moreTakes: number;
+  /** Handoffs whose winning take was aimed at the release, and those whose take followed a poll that took the gate. */
+  aimed: { count: number; gap: Quantiles };
+  afterPoll: { count: number; gap: Quantiles };
   /** Of the one-take handoffs: when the take left, from the release() call (negative: before it). */
   takeOffset: Quantiles;
   /** A take's first request → its quorum-th answer. */
@@ -104,15 +108,27 @@ function quantiles(values: readonly number[]): Quantiles {
 const TAKE_SPREAD_MS = 3;
 /** Handoffs further apart than this are not one handoff (the window's end, a give-up). */
 const MAX_GAP_MS = 1000;
+/** A take sent up to this long before the release still belongs to its handoff (it landed early). */
+const EARLY_MS = 40;
 
 /**
  * Analyses the events of one system's processes (one or more runs of it: runs never overlap in
- * time). A grant belongs to the release before it, whoever released; the take that won it is the
- * next holder's `SET` fan-outs from `quorum` nodes' distance before that release to the grant.
+ * time). A grant belongs to the release before it, whoever released. The takes that won it are the
+ * next holder's `SET` fan-outs from {@link EARLY_MS} before that release to the grant. The last of
+ * them won: aimed at the release when the gate's script left with its SETs (the gate is asked in
+ * the same round trip, and counts among the quorum's answers), or sent after a poll that took the
+ * gate (the gate is already ours: one answer fewer makes the quorum).
  */
 export function analyseTrace(events: readonly TraceEvent[], quorum: number): TraceFigures {
   const sorted = [...events].sort((a, b) => a.at - b.at);
+  const byPid = new Map<string, TraceEvent[]>();
+  for (const e of sorted) {
+    const list = byPid.get(e.pid);
+    if (list) list.push(e);
+    else byPid.set(e.pid, [e]);
+  }
   const gaps: number[] = [];
+  const gapsBy = { aimed: [] as number[], afterPoll: [] as number[] };
   const offsets: number[] = [];
   const toQuorum: number[] = [];
   const sections: number[] = [];
@@ -120,38 +136,42 @@ export function analyseTrace(events: readonly TraceEvent[], quorum: number): Tra
   let moreTakes = 0;
   let lastRelease: TraceEvent | undefined;
   const grantedAt = new Map<string, number>();
-  sorted.forEach((e, i) => {
+  for (const e of sorted) {
     if (e.event === "release") {
       const since = grantedAt.get(e.pid);
       if (since !== undefined) sections.push(e.at - since);
       grantedAt.delete(e.pid);
       lastRelease = e;
-      return;
+      continue;
     }
-    if (e.event !== "granted") return;
+    if (e.event !== "granted") continue;
     grantedAt.set(e.pid, e.at);
     const release = lastRelease;
     lastRelease = undefined;
-    if (release === undefined || e.at - release.at > MAX_GAP_MS) return;
-    gaps.push(e.at - release.at);
-    // The grantee's takes: its SET sends since shortly before the release (a take sent early
-    // belongs to this handoff too), grouped into fan-outs.
-    const mine = sorted.slice(0, i).filter((x) => x.pid === e.pid && x.at >= release.at - 40 && x.command === "SET");
+    if (release === undefined || e.at - release.at > MAX_GAP_MS) continue;
+    const gap = e.at - release.at;
+    gaps.push(gap);
+    const mine = (byPid.get(e.pid) ?? []).filter((x) => x.at >= release.at - EARLY_MS && x.at < e.at);
+    const sends = mine.filter((x) => x.event === "send");
     const takes: number[] = [];
-    for (const send of mine.filter((x) => x.event === "send")) {
+    for (const send of sends.filter((x) => x.command === "SET")) {
       const last = takes.at(-1);
       if (last === undefined || send.at - last > TAKE_SPREAD_MS) takes.push(send.at);
     }
-    if (takes.length === 1) {
-      oneTake++;
-      const sent = takes[0] as number;
-      offsets.push(sent - release.at);
-      // Every answer counts (the gate's share of a take is a script, the others SETs).
-      const answers = sorted.slice(0, i).filter((x) => x.pid === e.pid && x.event === "recv" && x.at >= sent);
-      const quorumth = answers[quorum - 1]?.at;
-      if (quorumth !== undefined) toQuorum.push(quorumth - sent);
-    } else if (takes.length > 1) moreTakes++;
-  });
+    const won = takes.at(-1);
+    if (won === undefined) continue;
+    const aimed = sends.some((x) => x.command === "EVALSHA" && Math.abs(x.at - won) <= TAKE_SPREAD_MS);
+    (aimed ? gapsBy.aimed : gapsBy.afterPoll).push(gap);
+    if (takes.length > 1) {
+      moreTakes++;
+      continue;
+    }
+    oneTake++;
+    offsets.push(won - release.at);
+    const answers = mine.filter((x) => x.event === "recv" && x.at >= won);
+    const quorumth = answers[aimed ? quorum - 1 : quorum - 2]?.at;
+    if (quorumth !== undefined) toQuorum.push(quorumth - won);
+  }
   const section = quantiles(sections);
   const sd = Math.sqrt(sections.reduce((a, b) => a + (b - section.mean) ** 2, 0) / Math.max(1, sections.length));
   return {
@@ -159,6 +179,8 @@ export function analyseTrace(events: readonly TraceEvent[], quorum: number): Tra
     gap: quantiles(gaps),
     oneTake,
     moreTakes,
+    aimed: { count: gapsBy.aimed.length, gap: quantiles(gapsBy.aimed) },
+    afterPoll: { count: gapsBy.afterPoll.length, gap: quantiles(gapsBy.afterPoll) },
     takeOffset: quantiles(offsets),
     takeToQuorum: quantiles(toQuorum),
     section: { ...section, sd },
@@ -171,9 +193,12 @@ function show(q: Quantiles): string {
 
 // Run as a script (not when bundled into the client processes, whose entry is another file).
 if (process.argv[1]?.endsWith("isolate-trace.ts") && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const dir = process.argv[2];
-  if (!dir) {
-    console.error("usage: npx tsx tools/bench/isolate-trace.ts <dir written by ISOLATE_TRACE=<dir> npm run bench …>");
+  const [dir, quorumArg = "3"] = process.argv.slice(2);
+  const quorum = Number(quorumArg);
+  if (!dir || !Number.isInteger(quorum) || quorum < 1) {
+    console.error(
+      "usage: npx tsx tools/bench/isolate-trace.ts <dir written by ISOLATE_TRACE=<dir> npm run bench …> [quorum, 3 for the parts' N = 5]",
+    );
     process.exit(2);
   }
   const bySystem = new Map<string, TraceEvent[]>();
@@ -182,11 +207,13 @@ if (process.argv[1]?.endsWith("isolate-trace.ts") && import.meta.url === pathToF
     bySystem.set(system, [...(bySystem.get(system) ?? []), ...parseTrace(readFileSync(join(dir, file), "utf8"))]);
   }
   for (const [system, events] of bySystem) {
-    const f = analyseTrace(events, 3);
+    const f = analyseTrace(events, quorum);
     console.log(`${system}: ${f.handoffs} handoffs`);
     console.log(`  release() → next grant, p10 / p50 / p90 ms: ${show(f.gap)}`);
     if (f.oneTake + f.moreTakes > 0) {
       console.log(`  won with one take: ${f.oneTake}; with more: ${f.moreTakes}`);
+      console.log(`  won by a take aimed at the release: ${f.aimed.count}, release() → grant ${show(f.aimed.gap)}`);
+      console.log(`  won after a poll took the gate: ${f.afterPoll.count}, release() → grant ${show(f.afterPoll.gap)}`);
       console.log(`  the one take left, from release(): ${show(f.takeOffset)}`);
       console.log(`  a take to its quorum-th answer: ${show(f.takeToQuorum)}`);
     }

@@ -26,15 +26,26 @@ describe("the isolates trace analysis", () => {
       ...take("a", 1160, [20, 21, 22, 23, 24]),
       "1183 a granted",
       "1233 a release",
+      // A poll takes the gate, then the SETs go to the other four: one answer fewer makes the quorum.
+      "1240 c send 5 EVALSHA",
+      "1260 c recv 5 EVALSHA",
+      ...["1", "2", "3", "4"].flatMap((node, i) => [
+        `1261 c send ${node} SET`,
+        `${1261 + [20, 21, 25, 30][i]!} c recv ${node} SET`,
+      ]),
+      "1283 c granted",
     ].join("\n");
     const f = analyseTrace(parseTrace(text), 3);
-    expect(f.handoffs).toBe(2);
+    expect(f.handoffs).toBe(3);
     expect(f.gap.p10).toBe(31);
-    expect(f.gap.mean).toBe((31 + 52) / 2);
-    expect(f.oneTake).toBe(1);
+    expect(f.gap.mean).toBe((31 + 52 + 50) / 3);
+    expect(f.oneTake).toBe(2);
     expect(f.moreTakes).toBe(1);
-    expect(f.takeOffset.p50).toBe(5);
-    expect(f.takeToQuorum.p50).toBe(25);
+    expect(f.aimed).toEqual({ count: 2, gap: expect.objectContaining({ mean: (31 + 52) / 2 }) });
+    expect(f.afterPoll).toEqual({ count: 1, gap: expect.objectContaining({ mean: 50 }) });
+    expect(f.takeOffset.mean).toBe((5 + 28) / 2);
+    // b's aimed take: its 3rd answer, 25 ms; c's take after the poll: its 2nd, 21 ms.
+    expect(f.takeToQuorum.mean).toBe((25 + 21) / 2);
     expect(f.section.mean).toBeCloseTo((50 + 50 + 50) / 3, 6);
     expect(f.section.sd).toBe(0);
   });
