@@ -223,6 +223,22 @@ class BuggySide extends Side {
   }
 }
 
+/**
+ * Applies `steps` to redis-server and to the memory node under a fresh prefix named `name`,
+ * expecting the same answer at every step; `seen` gets each step with the real node's answer.
+ */
+async function answerAlike(steps: readonly Op[], name: string, seen: (step: Op, answer: Answer) => void) {
+  const prefix = `${uniqueKey(name)}:`;
+  const real = new Side(restNode(endpoint), prefix);
+  const model = new Side(memoryNode({ id: "model" }), prefix);
+  for (const [index, step] of steps.entries()) {
+    const expected = await real.apply(step);
+    const actual = await model.apply(step);
+    expect(actual, `step ${index}: ${JSON.stringify(step)}`).toEqual(expected);
+    if (expected) seen(step, expected);
+  }
+}
+
 describe("fencing scripts: real redis-server versus the memory node", () => {
   it("negative control: a model with an off-by-one ratchet is caught", async () => {
     const result = await fc.check(
@@ -258,22 +274,13 @@ describe("fencing scripts: real redis-server versus the memory node", () => {
           { kind: "ratchet", token: "tokA", resources: ["a", "b"], fence: "5" },
           { kind: "guard", fence: "5", token: "tokA" },
         ];
-        const steps = initialised ? [...start, ...tail] : tail;
-        const prefix = `${uniqueKey("fence-diff")}:`;
-        const real = new Side(restNode(endpoint), prefix);
-        const model = new Side(memoryNode({ id: "model" }), prefix);
-        for (const [index, step] of steps.entries()) {
-          const expected = await real.apply(step);
-          const actual = await model.apply(step);
-          expect(actual, `step ${index}: ${JSON.stringify(step)}`).toEqual(expected);
-          if (expected) {
-            compared++;
-            const { reply } = expected as { reply?: RedisReply };
-            statuses.add(
-              Array.isArray(reply) ? JSON.stringify(reply[0]) : ((expected as { error?: string }).error ?? ""),
-            );
-          }
-        }
+        await answerAlike(initialised ? [...start, ...tail] : tail, "fence-diff", (_, expected) => {
+          compared++;
+          const { reply } = expected as { reply?: RedisReply };
+          statuses.add(
+            Array.isArray(reply) ? JSON.stringify(reply[0]) : ((expected as { error?: string }).error ?? ""),
+          );
+        });
       }),
       { numRuns: 100, seed: 21 },
     );
@@ -313,20 +320,12 @@ describe("fencing scripts: real redis-server versus the memory node", () => {
           { kind: "rw-write", token: "tokA", writer: "w1", markTtl: "0", field: W },
           { kind: "rw-ratchet", token: "tokA", fence: "5" },
         ];
-        const steps = initialised ? [...start, ...tail] : tail;
-        const prefix = `${uniqueKey("fence-diff-rw")}:`;
-        const real = new Side(restNode(endpoint), prefix);
-        const model = new Side(memoryNode({ id: "model" }), prefix);
-        for (const [index, step] of steps.entries()) {
-          const expected = await real.apply(step);
-          const actual = await model.apply(step);
-          expect(actual, `step ${index}: ${JSON.stringify(step)}`).toEqual(expected);
-          if (expected && step.kind.startsWith("rw-")) {
-            compared++;
-            const { reply, error } = expected as { reply?: RedisReply; error?: string };
-            rwStatuses.add(`${step.kind} ${error ?? JSON.stringify(Array.isArray(reply) ? reply[0] : reply)}`);
-          }
-        }
+        await answerAlike(initialised ? [...start, ...tail] : tail, "fence-diff-rw", (step, expected) => {
+          if (!step.kind.startsWith("rw-")) return;
+          compared++;
+          const { reply, error } = expected as { reply?: RedisReply; error?: string };
+          rwStatuses.add(`${step.kind} ${error ?? JSON.stringify(Array.isArray(reply) ? reply[0] : reply)}`);
+        });
       }),
       { numRuns: 100, seed: 31 },
     );
