@@ -253,7 +253,13 @@ describe("gate scripts: what the gate learns", () => {
     const stranger = await release("x".repeat(40));
     expect(stranger.real.heldMs).toBe(0);
     expect(stranger.modelled[9]).toBe(0);
-    await release("a".repeat(40));
+    const mine = await release("a".repeat(40));
+    expect(mine.real.heldMs).toBeGreaterThan(0);
+    expect(mine.modelled[9]).toBeGreaterThan(0);
+    // The same release again deletes nothing and teaches nothing.
+    const again = await release("a".repeat(40));
+    expect(again.real.heldMs).toBe(0);
+    expect(again.modelled[9]).toBe(0);
 
     // Negative control: a taker that told nothing is predicted by the line's average.
     await take("w3", "b".repeat(40), "aim");
