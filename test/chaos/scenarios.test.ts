@@ -28,18 +28,23 @@ function anomalyContext(result: ScenarioResult): string {
   const { examples } = summarize(result);
   const found = Object.values(examples) as { lock?: string; resource?: string; t?: number }[];
   const locks = new Set(found.flatMap((e) => (e.lock === undefined ? [] : [e.lock])));
-  // The nodes' own log of the resources concerned, around the anomalies: what the replay saw.
-  const near = (t: number) => found.some((e) => e.t !== undefined && t >= e.t - 2_500 && t <= e.t + 250);
   const resources = new Set(found.flatMap((e) => (e.resource === undefined ? [] : [e.resource])));
-  const events = result.history.filter(
-    (e) =>
-      e.f === "fault-start" ||
-      e.f === "fault-end" ||
-      e.f === "monitor-reset" ||
-      e.f === "clock-offset" ||
-      ("lock" in e && locks.has(String(e.lock))) ||
-      (e.f === "monitor" && e.key !== undefined && resources.has(e.key) && near(e.t)),
-  );
+  const near = (t: number, beforeMs: number) =>
+    found.some((e) => e.t !== undefined && t >= e.t - beforeMs && t <= e.t + 250);
+  const ofLock = (e: HistoryEvent) =>
+    ("lock" in e && locks.has(String(e.lock))) || ("value" in e && locks.has(String(e.value)));
+  // Most telling first, as the message is cut at 60,000 characters: the anomalous locks' own
+  // history (their client events, and every node's log of their token), the run's faults and
+  // clock offsets, then the nodes' log of the resources concerned just before the anomalies.
+  const events = [
+    ...result.history.filter(ofLock),
+    ...result.history.filter(
+      (e) => e.f === "fault-start" || e.f === "fault-end" || e.f === "monitor-reset" || e.f === "clock-offset",
+    ),
+    ...result.history.filter(
+      (e) => !ofLock(e) && e.f === "monitor" && e.key !== undefined && resources.has(e.key) && near(e.t, 500),
+    ),
+  ];
   return JSON.stringify({ examples, events }).slice(0, 60_000);
 }
 
