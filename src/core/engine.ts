@@ -107,7 +107,6 @@ export class Engine {
     timeoutMs = o.requestTimeoutMs,
     only?: readonly number[],
   ): FanOut {
-    const onNodeError = o.onNodeError;
     // `only`: a fan-out to some nodes (e.g. the gate alone), each still known by its index.
     return fanOut({
       nodeIds: only ? only.map((i) => this.nodeIds[i] as string) : this.nodeIds,
@@ -118,13 +117,9 @@ export class Engine {
       task: only ? (i, context) => spec.task(only[i] as number, context) : spec.task,
       signal: spec.signal,
       meter: spec.meter,
-      onNodeSettled: onNodeError
-        ? (outcome) => {
-            if (outcome.outcome === "error" || outcome.outcome === "timeout") {
-              callHook(onNodeError, { operation, resources, outcome });
-            }
-          }
-        : undefined,
+      onNodeError: o.onNodeError,
+      operation,
+      resources,
     });
   }
 

@@ -160,7 +160,7 @@ function fanOfPhase1(phase1: FanOut): AcquireFan {
     startedAt: phase1.startedAt,
     outcomes: phase1.outcomes.then((outcomes) => outcomes.map(fateUnknown)),
     finished: phase1.finished,
-    isFinished: phase1.isFinished,
+    isFinished: (i) => phase1.isFinished(i),
     knownOutcome: (i) => {
       const outcome = phase1.knownOutcome(i);
       return outcome && fateUnknown(outcome);
