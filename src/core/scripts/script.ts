@@ -27,10 +27,31 @@ export async function runScript(
 ): Promise<RedisReply> {
   context.countRequest();
   try {
-    return await node.command(["EVALSHA", script.sha1, keys.length, ...keys, ...args], context.signal);
+    return await node.command(scriptCommand("EVALSHA", script.sha1, keys, args), context.signal);
   } catch (error) {
     if (!(error instanceof NodeError) || !error.redisError?.toUpperCase().includes("NOSCRIPT")) throw error;
     context.countRequest();
-    return await node.command(["EVAL", script.source, keys.length, ...keys, ...args], context.signal);
+    return await node.command(scriptCommand("EVAL", script.source, keys, args), context.signal);
   }
+}
+
+/**
+ * `[command, script, numkeys, ...keys, ...args]`, filled into one array of its final length: the
+ * spread form builds it through iterators, on every request of every operation.
+ */
+function scriptCommand(
+  command: "EVAL" | "EVALSHA",
+  script: string,
+  keys: readonly string[],
+  args: readonly RedisArgument[],
+): RedisArgument[] {
+  const keyCount = keys.length;
+  const argCount = args.length;
+  const line: RedisArgument[] = new Array(3 + keyCount + argCount);
+  line[0] = command;
+  line[1] = script;
+  line[2] = keyCount;
+  for (let i = 0; i < keyCount; i++) line[3 + i] = keys[i] as string;
+  for (let i = 0; i < argCount; i++) line[3 + keyCount + i] = args[i] as RedisArgument;
+  return line;
 }
