@@ -26,6 +26,9 @@ export class Cluster {
   readonly #nodes: readonly RedisNode[];
   readonly #fingerprint: string;
   readonly #isolateKey: string;
+  /** The key prefix {@link Cluster.#knownKey} was last built for, and that key. */
+  #keyPrefix: string | undefined;
+  #knownKey = "";
 
   /** @param identities what the requests reach, one per node (the key of the isolate's shared state). */
   constructor(nodes: readonly RedisNode[], configs: readonly object[], identities: readonly string[], name: unknown) {
@@ -49,14 +52,20 @@ export class Cluster {
    * cut short an acquisition waiting in line; its own limits end it.
    * @throws {ConfigurationError} a node keeps another cluster's fingerprint.
    */
-  async acquire(
+  acquire(
     o: ResolvedOptions,
     signal: AbortSignal | undefined,
     meter: RequestMeter | undefined,
     acquire: () => Promise<Lock>,
   ): Promise<Lock> {
     const checking = this.#check(o, signal, meter);
+    // Once the nodes confirmed, the acquisition's own promise is returned as it is: no async
+    // wrapper adds its promise and ticks to every acquisition.
     if (checking === undefined) return acquire();
+    return this.#acquireChecking(checking, acquire);
+  }
+
+  async #acquireChecking(checking: Promise<void>, acquire: () => Promise<Lock>): Promise<Lock> {
     checking.catch(() => undefined);
     let lock: Lock;
     try {
@@ -81,9 +90,9 @@ export class Cluster {
    */
   #check(o: ResolvedOptions, signal: AbortSignal | undefined, meter?: RequestMeter): Promise<void> | undefined {
     const known = this.#known(o);
+    if (!known.confirmed.includes(false)) return undefined;
     const missing: number[] = [];
     for (let i = 0; i < this.#nodes.length; i++) if (!known.confirmed[i]) missing.push(i);
-    if (missing.length === 0) return undefined;
     if (this.#nodes.length - missing.length >= o.quorum) {
       const now = o.clock.now();
       if (known.recheckUntil > now) return undefined;
@@ -105,9 +114,17 @@ export class Cluster {
   }
 
   #known(o: ResolvedOptions): Known {
-    const byCluster = knownByClock.get(o.clock) ?? new Map<string, Known>();
-    knownByClock.set(o.clock, byCluster);
-    const key = `${this.#isolateKey}\n${JSON.stringify(o.keyPrefix)}`;
+    let byCluster = knownByClock.get(o.clock);
+    if (byCluster === undefined) {
+      byCluster = new Map<string, Known>();
+      knownByClock.set(o.clock, byCluster);
+    }
+    // Built once per key prefix, not per acquisition (a client mostly uses one).
+    if (o.keyPrefix !== this.#keyPrefix) {
+      this.#keyPrefix = o.keyPrefix;
+      this.#knownKey = `${this.#isolateKey}\n${JSON.stringify(o.keyPrefix)}`;
+    }
+    const key = this.#knownKey;
     let known = byCluster.get(key);
     if (known === undefined) {
       if (byCluster.size >= 256) byCluster.clear();
