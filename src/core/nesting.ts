@@ -50,3 +50,8 @@ export function heldByCaller(keys: readonly string[]): string | undefined {
   const held = contextStorage()?.getStore();
   return held === undefined ? undefined : keys.find((key) => held.has(key));
 }
+
+/** Whether this call runs inside a `using()` routine, where the runtime can tell: only then does it hold keys. */
+export function insideUsing(): boolean {
+  return contextStorage()?.getStore() !== undefined;
+}

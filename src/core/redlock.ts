@@ -15,7 +15,7 @@ import type { ClusterResetResult } from "./fingerprint.js";
 import { nodeIdentity } from "./identity.js";
 import { lockKeys } from "./keys.js";
 import type { Lock, LockOperations, ReleaseResult } from "./lock.js";
-import { heldByCaller, runHolding } from "./nesting.js";
+import { heldByCaller, insideUsing, runHolding } from "./nesting.js";
 import { extendKeys, extendLock } from "./operations/extend.js";
 import { type InspectResult, inspectResource } from "./operations/inspect.js";
 import { releaseKeys, releaseLock } from "./operations/release.js";
@@ -154,13 +154,19 @@ export class Redlock {
    * @throws {ConfigurationError} a node rejected its token.
    * @throws {InvalidArgumentError} bad resources, TTL or option (nothing was sent).
    */
-  async acquire(resources: string | readonly string[], ttlMs: number, options?: AcquireOptions): Promise<Lock> {
-    const { request, signal } = this.#request(resources, ttlMs, options, "acquire()");
-    this.#refuseNested(request, "acquire()");
-    const attempts = request.options.maxAttempts;
-    return this.cluster.acquire(request.options, signal, request.meter, () =>
-      this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
-    );
+  acquire(resources: string | readonly string[], ttlMs: number, options?: AcquireOptions): Promise<Lock> {
+    // Not an async method: it returns the acquisition's own promise instead of wrapping it in one
+    // more (a promise and ticks per call); invalid input still rejects, never throws.
+    try {
+      const { request, signal } = this.#request(resources, ttlMs, options, "acquire()");
+      this.#refuseNested(request, "acquire()");
+      const attempts = request.options.maxAttempts;
+      return this.cluster.acquire(request.options, signal, request.meter, () =>
+        this.#waiting.acquire(request, attempts, signal, this.#lockOperations),
+      );
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**
@@ -303,6 +309,8 @@ export class Redlock {
    * @throws {InvalidArgumentError}
    */
   #refuseNested(request: AcquireRequest, where: string): void {
+    // Outside a using() routine nothing is held: the keys are not scoped for nothing.
+    if (!insideUsing()) return;
     const held = heldByCaller(this.#engine.scoped(request.keys));
     if (held === undefined) return;
     throw new InvalidArgumentError(
