@@ -95,6 +95,10 @@ function resendToGate(
   const { options: o, resources, keys, token } = request;
   const gateOutcome = (outcomes[gate] as { outcome: NodeOutcome["outcome"] }).outcome;
   if (!isFailure(gateOutcome) && gateOutcome !== "pending") return;
+  // A gate that was still answering at the decision has often answered since: when it released,
+  // there is nothing to send again and nothing to track.
+  const known = fan.knownOutcome(gate);
+  if (known !== undefined && !isFailure(known.outcome)) return;
   // As a fan-out to the gate alone: the same deadline, abort and hooks as every request.
   const again = () =>
     engine.fan(

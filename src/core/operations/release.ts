@@ -5,6 +5,7 @@
  */
 
 import type { Engine } from "../engine.js";
+import type { FanOut } from "../fanout.js";
 import type { Lock, ReleaseResult } from "../lock.js";
 import { releaseOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
@@ -38,10 +39,10 @@ export async function releaseKeys(
   part?.sent?.(sentAt);
   const { report, fan } = await voting;
   part?.decided?.(report.nodes, fan);
-  // Nodes still answering when the outcome was clear finish by the fan-out's deadline, in the
-  // background (`settled()` waits for them).
-  if (report.nodes.some((n) => n.outcome === "pending"))
-    engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
+  // Nodes still answering finish by the fan-out's deadline, in the background (`settled()` waits
+  // for them). Asked of the fan-out now rather than of the report: nodes only a little slower
+  // than the quorum have often answered since the vote was decided, and need no tracking.
+  if (!allAnswered(fan, report.nodes.length)) engine.background.track(fan.outcomes, o.requestTimeoutMs + 1000);
   return { released: report.votes, nodes: report.nodes, report };
 }
 
@@ -58,14 +59,23 @@ export async function releaseLock(
   release?: NodeRelease,
 ): Promise<ReleaseResult> {
   const fan = lock.acquireFan;
-  const finishedAtRelease = lock.acquireReport.nodes.map((_, i) => fan.isFinished(i));
+  const count = lock.acquireReport.nodes.length;
   // Common case: every acquire request had a definite answer before the release was sent (the
   // report, taken at the quorum, may still show some as pending); nothing can land after our DEL.
-  const mayLandLater = finishedAtRelease.some((finished, i) => {
+  let mayLandLater = false;
+  for (let i = 0; i < count && !mayLandLater; i++) {
     const outcome = fan.knownOutcome(i);
-    return !finished || outcome === undefined || mayHaveApplied(outcome);
-  });
+    mayLandLater = !fan.isFinished(i) || outcome === undefined || mayHaveApplied(outcome);
+  }
+  // Which acquire requests had finished when the release was sent: read before it is.
+  const finishedAtRelease = mayLandLater ? Array.from({ length: count }, (_, i) => fan.isFinished(i)) : undefined;
   const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, waiting, lock, release);
-  if (mayLandLater) cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease, undefined, release);
+  if (finishedAtRelease) cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease, undefined, release);
   return result;
+}
+
+/** Whether every node of `fan` has answered by now. */
+function allAnswered(fan: FanOut, count: number): boolean {
+  for (let i = 0; i < count; i++) if (fan.knownOutcome(i) === undefined) return false;
+  return true;
 }
