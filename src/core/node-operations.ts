@@ -12,11 +12,16 @@ import { acquireAllScript } from "./scripts/acquire-all.js";
 import { extendScript } from "./scripts/extend.js";
 import { inspectScript } from "./scripts/inspect.js";
 import { releaseScript } from "./scripts/release.js";
-import { runScript, type Script } from "./scripts/script.js";
+import { runScript, runScriptRead, type Script } from "./scripts/script.js";
 import { verifyScript } from "./scripts/verify.js";
 
-/** `SET key token NX PX ttl` for one key (a plain command, no Lua), the all-or-none script for several. */
-export async function acquireOnNode(
+/**
+ * `SET key token NX PX ttl` for one key (a plain command, no Lua), the all-or-none script for several.
+ * These functions return the node's promise with the reading chained to it rather than being async
+ * functions awaiting it: an async layer costs a promise and a suspended frame per node per
+ * operation (see `runScriptRead`).
+ */
+export function acquireOnNode(
   node: RedisNode,
   keys: readonly string[],
   token: string,
@@ -25,16 +30,25 @@ export async function acquireOnNode(
 ): Promise<NodeOutcomeKind> {
   if (keys.length === 1) {
     context.countRequest();
-    const reply = await node.command(["SET", keys[0] as string, token, "NX", "PX", ttlMs], context.signal);
-    if (reply === "OK") return "acquired";
-    if (reply === null) return "held";
-    throw unexpected(node, "SET NX", reply);
+    let sent: Promise<RedisReply>;
+    try {
+      sent = node.command(["SET", keys[0] as string, token, "NX", "PX", ttlMs], context.signal);
+    } catch (error) {
+      sent = Promise.reject(error);
+    }
+    return sent.then((reply) => readSet(reply, node));
   }
   return yesOrHeld(node, acquireAllScript, keys, [token, ttlMs], "acquired", context);
 }
 
+function readSet(reply: RedisReply, node: RedisNode): NodeOutcomeKind {
+  if (reply === "OK") return "acquired";
+  if (reply === null) return "held";
+  throw unexpected(node, "SET NX", reply);
+}
+
 /** Compare-and-PEXPIRE: `extended`, or `held` when the keys no longer hold our token. */
-export async function extendOnNode(
+export function extendOnNode(
   node: RedisNode,
   keys: readonly string[],
   token: string,
@@ -45,13 +59,16 @@ export async function extendOnNode(
 }
 
 /** Compare-and-DEL: `released` when any key was ours and is now gone, `not-held` when none was ours. */
-export async function releaseOnNode(
+export function releaseOnNode(
   node: RedisNode,
   keys: readonly string[],
   token: string,
   context: TaskContext,
 ): Promise<NodeOutcomeKind> {
-  const reply = await runScript(node, releaseScript, keys, [token], context);
+  return runScriptRead(node, releaseScript, keys, [token], context, readRelease);
+}
+
+function readRelease(reply: RedisReply, node: RedisNode, keys: readonly string[]): NodeOutcomeKind {
   if (typeof reply === "number" && Number.isInteger(reply) && reply >= 0 && reply <= keys.length) {
     return reply > 0 ? "released" : "not-held";
   }
@@ -73,19 +90,22 @@ export async function inspectOnNode(
 }
 
 /** The smallest PTTL of the lock's keys on one node, or -1 when any key no longer holds our token. */
-export async function verifyOnNode(
+export function verifyOnNode(
   node: RedisNode,
   keys: readonly string[],
   token: string,
   context: TaskContext,
 ): Promise<number> {
-  const reply = await runScript(node, verifyScript, keys, [token], context);
+  return runScriptRead(node, verifyScript, keys, [token], context, readVerify);
+}
+
+function readVerify(reply: RedisReply, node: RedisNode): number {
   if (typeof reply === "number" && Number.isInteger(reply) && reply >= -2) return reply;
   throw unexpected(node, verifyScript.name, reply);
 }
 
 /** Run a script that answers 1 or 0 on a node: `yes` for 1, `held` for 0, anything else a node error. */
-export async function yesOrHeld(
+export function yesOrHeld(
   node: RedisNode,
   script: Script,
   keys: readonly string[],
@@ -93,10 +113,11 @@ export async function yesOrHeld(
   yes: NodeOutcomeKind,
   context: TaskContext,
 ): Promise<NodeOutcomeKind> {
-  const reply = await runScript(node, script, keys, args, context);
-  if (reply === 1) return yes;
-  if (reply === 0) return "held";
-  throw unexpected(node, script.name, reply);
+  return runScriptRead(node, script, keys, args, context, (reply) => {
+    if (reply === 1) return yes;
+    if (reply === 0) return "held";
+    throw unexpected(node, script.name, reply);
+  });
 }
 
 /** A reply of the wrong shape: a node error that describes it, never quotes it. */

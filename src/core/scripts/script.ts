@@ -18,21 +18,52 @@ export interface Script {
 }
 
 /** Run `script` on `node`, counting each request on `context`. */
-export async function runScript(
+export function runScript(
   node: RedisNode,
   script: Script,
   keys: readonly string[],
   args: readonly RedisArgument[],
   context: TaskContext,
 ): Promise<RedisReply> {
+  return runScriptRead(node, script, keys, args, context, replyAsIs);
+}
+
+/**
+ * Run `script` on `node` and read its reply with `read`, which may throw for a reply of the wrong
+ * shape. The reading happens in the reaction to the node's answer: not an async function awaiting
+ * {@link runScript}, because each async layer costs a promise and a suspended frame per request,
+ * and every node of every operation goes through here.
+ */
+export function runScriptRead<T>(
+  node: RedisNode,
+  script: Script,
+  keys: readonly string[],
+  args: readonly RedisArgument[],
+  context: TaskContext,
+  read: (reply: RedisReply, node: RedisNode, keys: readonly string[]) => T,
+): Promise<T> {
   context.countRequest();
+  let sent: Promise<RedisReply>;
   try {
-    return await node.command(scriptCommand("EVALSHA", script.sha1, keys, args), context.signal);
+    sent = node.command(scriptCommand("EVALSHA", script.sha1, keys, args), context.signal);
   } catch (error) {
-    if (!(error instanceof NodeError) || !error.redisError?.toUpperCase().includes("NOSCRIPT")) throw error;
-    context.countRequest();
-    return await node.command(scriptCommand("EVAL", script.source, keys, args), context.signal);
+    // A node that throws instead of rejecting still fails as a request, not as its caller.
+    sent = Promise.reject(error);
   }
+  return sent.then(
+    (reply) => read(reply, node, keys),
+    (error: unknown) => {
+      if (!(error instanceof NodeError) || !error.redisError?.toUpperCase().includes("NOSCRIPT")) throw error;
+      context.countRequest();
+      return node
+        .command(scriptCommand("EVAL", script.source, keys, args), context.signal)
+        .then((reply) => read(reply, node, keys));
+    },
+  );
+}
+
+function replyAsIs(reply: RedisReply): RedisReply {
+  return reply;
 }
 
 /**
