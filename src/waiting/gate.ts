@@ -6,7 +6,7 @@ import type { NodeOutcomeKind } from "../base/report.js";
 import type { TaskContext } from "../core/fanout.js";
 import { keysHash, RESERVED_KEY_PART } from "../core/keys.js";
 import { unexpected } from "../core/node-operations.js";
-import { runScript, type Script } from "../core/scripts/script.js";
+import { runScript, runScriptRead, type Script } from "../core/scripts/script.js";
 import type { RedisNode, RedisReply } from "../transport/rest.js";
 import { gateScript } from "./scripts/gate.js";
 import { gateReleaseScript } from "./scripts/gate-release.js";
@@ -75,6 +75,22 @@ export function gateKeys(keys: readonly string[]): [queue: string, leases: strin
   return [`${base}:queue`, `${base}:leases`, `${base}:stats`];
 }
 
+/**
+ * The lock keys followed by their gate's keys, as the gate's scripts take them. The last list's
+ * are kept, by its identity as in {@link hotKeyOf}: a release names the keys its acquisition
+ * named, and this saves building four strings and two arrays per release.
+ */
+function gateScriptKeys(keys: readonly string[]): readonly string[] {
+  if (keys !== scriptKeysOf) {
+    scriptKeys = [...keys, ...gateKeys(keys)];
+    scriptKeysOf = keys;
+  }
+  return scriptKeys;
+}
+
+let scriptKeysOf: readonly string[] | undefined;
+let scriptKeys: readonly string[] = [];
+
 /** One poll of the gate. Throws a {@link NodeError} for an answer of the wrong shape. */
 export async function pollGate(
   node: RedisNode,
@@ -94,7 +110,7 @@ export async function pollGate(
   const reply = await runScript(
     node,
     gateScript,
-    [...keys, ...gateKeys(keys)],
+    gateScriptKeys(keys),
     [
       request.waiter,
       request.mode,
@@ -138,8 +154,10 @@ type Integers<N extends number, R extends number[] = []> = R["length"] extends N
 
 /** A script's reply as `length` integers, or a {@link NodeError}. */
 function integers<N extends number>(node: RedisNode, script: Script, reply: RedisReply, length: N): Integers<N> {
-  if (Array.isArray(reply) && reply.length === length && reply.every((v) => Number.isInteger(v))) {
-    return reply as Integers<N>;
+  if (Array.isArray(reply) && reply.length === length) {
+    let i = 0;
+    while (i < length && Number.isInteger(reply[i])) i++;
+    if (i === length) return reply as Integers<N>;
   }
   throw unexpected(node, script.name, reply);
 }
@@ -178,7 +196,7 @@ export interface EndedHold {
  * `next`, the keys are handed over to that waiter when it is first in line and they are free
  * (see `handoff.ts`). Throws a {@link NodeError} for an answer of the wrong shape.
  */
-export async function releaseOnGate(
+export function releaseOnGate(
   node: RedisNode,
   keys: readonly string[],
   token: string,
@@ -187,10 +205,10 @@ export async function releaseOnGate(
   requeue?: { waiter: string; leaseMs: number },
   next?: { token: string; ttlMs: number; waiter: string; expectMs?: number },
 ): Promise<GateRelease> {
-  const reply = await runScript(
+  return runScriptRead(
     node,
     gateReleaseScript,
-    [...keys, ...gateKeys(keys)],
+    gateScriptKeys(keys),
     [
       token,
       keys.length,
@@ -204,14 +222,20 @@ export async function releaseOnGate(
       Math.round(next?.expectMs ?? 0),
     ],
     context,
+    readGateRelease,
   );
+}
+
+/** The gate release script's reply; `scriptKeys` are the lock keys and then the gate's 3. */
+function readGateRelease(reply: RedisReply, node: RedisNode, scriptKeys: readonly string[]): GateRelease {
   const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns, handed, head, held] = integers(
     node,
     gateReleaseScript,
     reply,
     10,
   );
-  if (deleted < 0 || deleted > keys.length || waiting < 0 || (handed !== 0 && handed !== 1) || held < 0)
+  const keyCount = scriptKeys.length - 3;
+  if (deleted < 0 || deleted > keyCount || waiting < 0 || (handed !== 0 && handed !== 1) || held < 0)
     throw unexpected(node, gateReleaseScript.name, reply);
   return {
     outcome: deleted > 0 ? "released" : "not-held",
@@ -220,7 +244,10 @@ export async function releaseOnGate(
     handedOver: handed === 1,
     headTicket: Math.max(0, head),
     heldMs: held,
-    ...figures(holdMs, holdDeviationMs, cycleMs, turns),
+    holdMs: Math.max(0, holdMs),
+    holdDeviationMs: Math.max(0, holdDeviationMs),
+    cycleMs: Math.max(0, cycleMs),
+    turns,
   };
 }
 

@@ -5,15 +5,23 @@
  * `isolate/handoff.ts`).
  * @module
  */
-import type { NodeOutcome } from "../base/report.js";
+import type { NodeOutcome, NodeOutcomeKind } from "../base/report.js";
 import type { Engine } from "../core/engine.js";
 import type { FanOut, TaskContext } from "../core/fanout.js";
 import { isFailure } from "../core/quorum.js";
 import { randomToken } from "../core/token.js";
 import type { ReleasePart, ReleaseRequest } from "../core/waiting.js";
-import { HandoffOutcomes } from "../isolate/handoff.js";
+import { type HandoffOffer, HandoffOutcomes } from "../isolate/handoff.js";
 import type { HotResources } from "../isolate/hot-resources.js";
-import { type GateRelease, gateIndex, handOverOnNode, hotKeyOf, type Place, releaseOnGate } from "./gate.js";
+import {
+  type EndedHold,
+  type GateRelease,
+  gateIndex,
+  handOverOnNode,
+  hotKeyOf,
+  type Place,
+  releaseOnGate,
+} from "./gate.js";
 import { averageHold } from "./pacing.js";
 
 /** How long a resource counts as contended after a release found waiters in line, in ms. */
@@ -27,56 +35,102 @@ const HOT_AFTER_RELEASE_MS = 2000;
  * acquisition its first poll.
  */
 export function releaseInLine(engine: Engine, hot: HotResources, request: ReleaseRequest): ReleasePart {
-  const { options: o, keys, token, lock } = request;
-  const hotKey = hotKeyOf(keys);
-  if (lock) hot.leave(hotKey, lock.token);
-  const gate = gateIndex(keys, engine.nodes.length);
-  // What the gate learns of the hold that ends: the TTL the keys were last set with, and how long
-  // before the grant the gate was ours (0 for a release by token: unknown).
-  const hold = { ttlMs: lock?.lastTtlMs ?? 0, gateLeadMs: lock?.gateLeadMs ?? 0 };
-  // Also the release's send time until it is sent (`sent` is told before any answer is read).
-  let sentAt = o.clock.now();
-  const requeue = hot.isHot(hotKey, sentAt) ? { waiter: randomToken(), leaseMs: HOT_AFTER_RELEASE_MS } : undefined;
-  let keep: (place: Place | undefined) => void = () => {};
-  if (requeue) hot.keepPlace(hotKey, new Promise((resolve) => (keep = resolve)), sentAt + o.requestTimeoutMs);
-  const offer = hot.claimHandoff(hotKey, keys);
-  const handoff = offer && new HandoffOutcomes(offer, engine.nodes.length);
-  // The gate's take for the next holder tells it how long this isolate's holds last, as its own would.
-  const next = offer && { ...offer, expectMs: hot.holdOf(hotKey) };
+  return new GateReleasePart(engine, hot, request);
+}
 
-  const onGate = async (context: TaskContext) => {
-    let answer: GateRelease;
-    try {
-      const sending = releaseOnGate(engine.node(gate), keys, token, hold, context, requeue, next);
-      answer = await (handoff ? handoff.route(gate, sending, (r) => r.handedOver) : sending);
-    } catch (error) {
-      keep(undefined);
-      throw error;
+/**
+ * One release's gate part: an object with methods rather than closures over the release's
+ * variables, because every release makes one (a closure per method and per callback cost the
+ * client measurably more).
+ */
+class GateReleasePart implements ReleasePart {
+  readonly engine: Engine;
+  readonly hot: HotResources;
+  readonly request: ReleaseRequest;
+  readonly hotKey: string;
+  readonly gate: number;
+  /** What the gate learns of the hold that ends (see `EndedHold`). */
+  readonly hold: EndedHold;
+  /** The place at the back of the line asked for, when the resource is hot. */
+  readonly requeue: { waiter: string; leaseMs: number } | undefined;
+  readonly handoff: HandoffOutcomes | undefined;
+  /** The hand-over's take for the next holder, with how long this isolate's holds last. */
+  readonly next: (HandoffOffer & { expectMs: number }) | undefined;
+  /** Also the release's send time until it is sent (`sent` is told before any answer is read). */
+  sentAt: number;
+  /** Tells the isolate the place kept for this client's next acquisition, or that there is none. */
+  keep: (place: Place | undefined) => void = ignorePlace;
+
+  constructor(engine: Engine, hot: HotResources, request: ReleaseRequest) {
+    const { options: o, keys, lock } = request;
+    this.engine = engine;
+    this.hot = hot;
+    this.request = request;
+    const hotKey = hotKeyOf(keys);
+    this.hotKey = hotKey;
+    if (lock) hot.leave(hotKey, lock.token);
+    this.gate = gateIndex(keys, engine.nodes.length);
+    // The TTL the keys were last set with, and how long before the grant the gate was ours (0 for
+    // a release by token: unknown).
+    this.hold = { ttlMs: lock?.lastTtlMs ?? 0, gateLeadMs: lock?.gateLeadMs ?? 0 };
+    const sentAt = o.clock.now();
+    this.sentAt = sentAt;
+    this.requeue = hot.isHot(hotKey, sentAt) ? { waiter: randomToken(), leaseMs: HOT_AFTER_RELEASE_MS } : undefined;
+    if (this.requeue) {
+      hot.keepPlace(hotKey, new Promise((resolve) => (this.keep = resolve)), sentAt + o.requestTimeoutMs);
     }
-    const now = o.clock.now();
+    const offer = hot.claimHandoff(hotKey, keys);
+    this.handoff = offer && new HandoffOutcomes(offer, engine.nodes.length);
+    // The gate's take for the next holder tells it how long this isolate's holds last, as its own would.
+    this.next = offer && { ...offer, expectMs: hot.holdOf(hotKey) };
+  }
+
+  task(i: number, context: TaskContext): Promise<NodeOutcomeKind> | undefined {
+    const { engine, handoff } = this;
+    const { keys, token } = this.request;
+    if (i === this.gate) return this.#onGate(context);
+    if (!handoff) return undefined;
+    const sending = handOverOnNode(engine.node(i), keys, token, handoff.offer, context);
+    return handoff.route(i, sending, (r) => r.taken).then((r) => (r.released ? "released" : "not-held"));
+  }
+
+  sent(at: number): void {
+    this.sentAt = at;
+    // The requests are on their way: the next holder's attempt counts from before they were sent.
+    this.handoff?.offer.accept(this.handoff.outcome, at);
+  }
+
+  decided(outcomes: readonly { readonly outcome: NodeOutcomeKind }[], fan: FanOut): void {
+    resendToGate(this.engine, this.request, this.hold, this.gate, outcomes, fan);
+  }
+
+  #onGate(context: TaskContext): Promise<NodeOutcomeKind> {
+    const { engine, gate, hold, requeue, next, handoff } = this;
+    const { keys, token } = this.request;
+    const sending = releaseOnGate(engine.node(gate), keys, token, hold, context, requeue, next);
+    return (handoff ? handoff.route(gate, sending, (r) => r.handedOver) : sending).then(
+      (answer) => this.#learn(answer),
+      (error: unknown) => {
+        this.keep(undefined);
+        throw error;
+      },
+    );
+  }
+
+  /** What the gate's answer tells this isolate about the line. */
+  #learn(answer: GateRelease): NodeOutcomeKind {
+    const { hot, hotKey, requeue } = this;
+    const now = this.request.options.clock.now();
     if (answer.heldMs > 0) hot.setHold(hotKey, averageHold(hot.holdOf(hotKey), answer.heldMs));
     if (answer.waiting > 0 || answer.handedOver) hot.mark(hotKey, now, HOT_AFTER_RELEASE_MS);
     // The first in line now, if it waits in this isolate, learns it without a poll.
     if (answer.headTicket > 0) hot.turnOf(hotKey, answer.headTicket, answer.handedOver ? "first" : "free");
-    keep(requeue && answer.ticket > 0 ? placeOf(requeue, answer, now, now - sentAt) : undefined);
+    this.keep(requeue && answer.ticket > 0 ? placeOf(requeue, answer, now, now - this.sentAt) : undefined);
     return answer.outcome;
-  };
-
-  return {
-    task: (i, context) => {
-      if (i === gate) return onGate(context);
-      if (!handoff) return undefined;
-      const sending = handOverOnNode(engine.node(i), keys, token, handoff.offer, context);
-      return handoff.route(i, sending, (r) => r.taken).then((r) => (r.released ? "released" : "not-held"));
-    },
-    sent: (at) => {
-      sentAt = at;
-      // The requests are on their way: the next holder's attempt counts from before they were sent.
-      handoff?.offer.accept(handoff.outcome, at);
-    },
-    decided: (outcomes, fan) => resendToGate(engine, request, hold, gate, outcomes, fan),
-  };
+  }
 }
+
+function ignorePlace(): void {}
 
 /**
  * A gate that missed the release would keep the key until its TTL runs out, and its line would
