@@ -121,7 +121,8 @@ export class Lock {
   /** Extensions sent, in order; the number of the last one granted; those whose requests may still land. */
   #extensionsSent = 0;
   #lastGranted = 0;
-  readonly #extensionsInFlight = new Map<number, InFlightExtension>();
+  /** Made by the first extension: most locks are never extended. */
+  #extensionsInFlight: Map<number, InFlightExtension> | undefined;
   /** The least TTL of an extension request whose fate is unknown (see `extension-claims.ts`). */
   #stragglerTtlMs = Number.POSITIVE_INFINITY;
   #released = false;
@@ -271,6 +272,7 @@ export class Lock {
   extensionStarted(startedAt: number, ttlMs: number): number {
     const sent: InFlightExtension = { startedAt, ttlMs, overlapping: [] };
     // Extensions whose requests overlap in time may land on a node in either order.
+    this.#extensionsInFlight ??= new Map();
     for (const other of this.#extensionsInFlight.values()) {
       other.overlapping.push(sent);
       sent.overlapping.push(other);
@@ -288,7 +290,7 @@ export class Lock {
    * extensions whose requests overlapped its own may have set (see `extension-claims.ts`).
    */
   extended(number: number, startedAt: number, ttlMs: number): void {
-    const overlapping = this.#extensionsInFlight.get(number)?.overlapping ?? [];
+    const overlapping = this.#extensionsInFlight?.get(number)?.overlapping ?? [];
     const deadline = Math.min(
       extensionDeadline({ startedAt, ttlMs }, overlapping, this.#stragglerTtlMs, this.options.driftFactor),
       this.#holdLimit,
@@ -310,8 +312,8 @@ export class Lock {
    * bounds every later claim.
    */
   extensionFinished(number: number, fateUnknown: boolean): void {
-    const sent = this.#extensionsInFlight.get(number);
-    this.#extensionsInFlight.delete(number);
+    const sent = this.#extensionsInFlight?.get(number);
+    this.#extensionsInFlight?.delete(number);
     if (fateUnknown && sent !== undefined) this.#stragglerTtlMs = Math.min(this.#stragglerTtlMs, sent.ttlMs);
   }
 
