@@ -36,8 +36,9 @@ export interface KeptPlace {
 /** How a waiter learns its turn from a release in its isolate (see `HotResources.listenForTurn`). */
 export type Turn = "first" | "free";
 
-/** What keeps a resource busy in an isolate, and until when at most. */
+/** What keeps a resource busy in an isolate (`id`: see {@link HotResources.occupy}), and until when at most. */
 interface Busy {
+  readonly id: string;
   readonly until: number;
   readonly kind: "acquiring" | "holding" | "racing";
 }
@@ -51,8 +52,12 @@ interface Busy {
 export class HotResources {
   readonly #until = new Map<string, number>();
   readonly #places = new Map<string, { place: Promise<KeptPlace | undefined>; answerBy: number }>();
-  /** Acquisitions in progress, locks held, and plain fan-outs racing for the gate, by gate key: id → entry. */
-  readonly #busy = new Map<string, Map<string, Busy>>();
+  /**
+   * Acquisitions in progress, locks held, and plain fan-outs racing for the gate, by gate key, at
+   * most one entry per id. A short array, not a map of ids: every acquire + release adds and
+   * removes entries, and a small map is rebuilt as it empties.
+   */
+  readonly #busy = new Map<string, Busy[]>();
   /** The first in line's offer to take the lock over from its release, by gate key (see `handoff.ts`). */
   readonly #offers = new Map<string, HandoffOffer>();
   /** Joins of a line in flight from this isolate, and the callers waiting to join, by gate key (see {@link joinSlot}). */
@@ -93,7 +98,8 @@ export class HotResources {
    * the gate node: a poll that took the gate first would split the nodes with it.
    */
   isRacing(key: string, now: number): boolean {
-    for (const entry of this.#live(key, now)?.values() ?? []) if (entry.kind === "racing") return true;
+    const entries = this.#live(key, now);
+    if (entries !== undefined) for (const entry of entries) if (entry.kind === "racing") return true;
     return false;
   }
 
@@ -103,17 +109,18 @@ export class HotResources {
    */
   heldHereFor(key: string, now: number): number {
     let longest = 0;
-    for (const entry of this.#live(key, now)?.values() ?? [])
-      if (entry.kind === "holding") longest = Math.max(longest, entry.until - now);
+    const entries = this.#live(key, now);
+    if (entries !== undefined)
+      for (const entry of entries) if (entry.kind === "holding") longest = Math.max(longest, entry.until - now);
     return longest;
   }
 
   /** The entries of `key` that have not run out, or nothing. */
-  #live(key: string, now: number): Map<string, Busy> | undefined {
+  #live(key: string, now: number): readonly Busy[] | undefined {
     const entries = this.#busy.get(key);
     if (entries === undefined) return undefined;
-    for (const [id, entry] of entries) if (entry.until <= now) entries.delete(id);
-    if (entries.size > 0) return entries;
+    for (let i = entries.length - 1; i >= 0; i--) if ((entries[i] as Busy).until <= now) removeAt(entries, i);
+    if (entries.length > 0) return entries;
     this.#busy.delete(key);
     return undefined;
   }
@@ -185,15 +192,25 @@ export class HotResources {
    * its way to the gate node) as busy with `key` until it leaves, or `until` at most.
    */
   occupy(key: string, id: string, until: number, kind: Busy["kind"]): void {
-    if (this.#busy.size > 1024) this.#busy.clear();
-    const entries = this.#busy.get(key) ?? new Map<string, Busy>();
-    this.#busy.set(key, entries);
-    entries.set(id, { until, kind });
+    let entries = this.#busy.get(key);
+    if (entries === undefined) {
+      if (this.#busy.size > 1024) this.#busy.clear();
+      entries = [];
+      this.#busy.set(key, entries);
+    }
+    const entry: Busy = { id, until, kind };
+    const index = indexOfId(entries, id);
+    if (index < 0) entries.push(entry);
+    else entries[index] = entry;
   }
 
   leave(key: string, id: string): void {
     const entries = this.#busy.get(key);
-    if (entries?.delete(id) && entries.size === 0) this.#busy.delete(key);
+    if (entries === undefined) return;
+    const index = indexOfId(entries, id);
+    if (index < 0) return;
+    removeAt(entries, index);
+    if (entries.length === 0) this.#busy.delete(key);
   }
 
   /**
@@ -310,6 +327,17 @@ export class HotResources {
     if (this.#until.size > 1024) this.#until.clear();
     this.#until.set(key, now + forMs);
   }
+}
+
+function indexOfId(entries: readonly Busy[], id: string): number {
+  for (let i = 0; i < entries.length; i++) if ((entries[i] as Busy).id === id) return i;
+  return -1;
+}
+
+/** Removes entry `index`, moving the last one into its place (the order of entries does not matter). */
+function removeAt(entries: Busy[], index: number): void {
+  const last = entries.pop() as Busy;
+  if (index < entries.length) entries[index] = last;
 }
 
 function sameKeys(a: readonly string[], b: readonly string[]): boolean {
