@@ -8,7 +8,7 @@ import { type Clock, monotonicClock } from "../base/clock.js";
 import type { AttemptReport, NodeOutcome, NodeOutcomeKind, Operation } from "../base/report.js";
 import type { RedisNode } from "../transport/rest.js";
 import { BackgroundWork } from "./background.js";
-import { type FanOut, fanOut, type RequestMeter, type TaskContext } from "./fanout.js";
+import { type Decided, type FanOut, fanOut, type RequestMeter, type TaskContext } from "./fanout.js";
 import { type RedlockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
 import { validityMs } from "./quorum.js";
 import { validateTtl } from "./validate.js";
@@ -127,7 +127,7 @@ export class Engine {
    * Run one operation on every node, decide it, and report it. With `ttlMs`, also compute the
    * validity and the deadline it gives (`t0 + ttl - drift`, anchored before the first send).
    */
-  async vote(
+  vote(
     o: ResolvedOptions,
     operation: Operation,
     resources: readonly string[],
@@ -135,37 +135,57 @@ export class Engine {
     ttlMs: number | undefined,
     spec: VoteSpec,
   ): Promise<Vote> {
-    const fan = this.fan(o, operation, resources, spec, spec.timeoutMs);
-    const decided = await fan.decided;
-    const startedAt = Math.min(spec.startedAt ?? fan.startedAt, fan.startedAt);
-    const validity = ttlMs === undefined ? undefined : validityMs(ttlMs, startedAt, decided.decidedAt, o.driftFactor);
-    // Optional fields are assigned rather than spread: this runs twice per acquire + release.
-    const report: { -readonly [K in keyof AttemptReport]: AttemptReport[K] } = {
-      operation,
-      attempt,
-      resources,
-      quorum: o.quorum,
-      votes: countYes(decided.outcomes, spec.yes),
-      elapsedMs: decided.decidedAt - startedAt,
-      ok: decided.granted && (validity === undefined || validity > o.minValidityMs),
-      nodes: decided.outcomes,
-      requests: decided.requests,
-    };
-    if (validity !== undefined) report.validityMs = validity;
-    if (spec.polls) report.polls = spec.polls;
-    callHook(o.onAttempt, report);
-    return {
-      report,
-      fan,
-      startedAt,
-      decidedAt: decided.decidedAt,
-      deadline: decided.decidedAt + (validity ?? 0),
-    };
+    let fan: FanOut;
+    try {
+      fan = this.fan(o, operation, resources, spec, spec.timeoutMs);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    // A reaction rather than an async function: it runs twice per acquire + release, and an
+    // async layer costs a promise and a suspended frame more.
+    return fan.decided.then((decided) => voted(o, operation, resources, attempt, ttlMs, spec, fan, decided));
   }
 
   node(index: number): RedisNode {
     return this.nodes[index] as RedisNode;
   }
+}
+
+/** The vote of `fan`, decided: its report (given to `onAttempt`), validity and deadline. */
+function voted(
+  o: ResolvedOptions,
+  operation: Operation,
+  resources: readonly string[],
+  attempt: number,
+  ttlMs: number | undefined,
+  spec: VoteSpec,
+  fan: FanOut,
+  decided: Decided,
+): Vote {
+  const startedAt = Math.min(spec.startedAt ?? fan.startedAt, fan.startedAt);
+  const validity = ttlMs === undefined ? undefined : validityMs(ttlMs, startedAt, decided.decidedAt, o.driftFactor);
+  // Optional fields are assigned rather than spread: this runs twice per acquire + release.
+  const report: { -readonly [K in keyof AttemptReport]: AttemptReport[K] } = {
+    operation,
+    attempt,
+    resources,
+    quorum: o.quorum,
+    votes: countYes(decided.outcomes, spec.yes),
+    elapsedMs: decided.decidedAt - startedAt,
+    ok: decided.granted && (validity === undefined || validity > o.minValidityMs),
+    nodes: decided.outcomes,
+    requests: decided.requests,
+  };
+  if (validity !== undefined) report.validityMs = validity;
+  if (spec.polls) report.polls = spec.polls;
+  callHook(o.onAttempt, report);
+  return {
+    report,
+    fan,
+    startedAt,
+    decidedAt: decided.decidedAt,
+    deadline: decided.decidedAt + (validity ?? 0),
+  };
 }
 
 function countYes(outcomes: readonly NodeOutcome[], yes: NodeOutcomeKind): number {
