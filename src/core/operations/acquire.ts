@@ -134,7 +134,8 @@ export async function attemptAcquire(
   });
   const { fan } = vote;
   // An attempt behind the gate asks "held" nodes again while it may: its waiter reads its answers.
-  const report = gate ? vote.report : await settledReport(vote, options.quorum);
+  const report =
+    gate || !reasonAwaited(vote.report, options.quorum) ? vote.report : await settledReport(vote, options.quorum);
   if (report.ok) {
     const gateLeadMs = gate?.takenAt === undefined ? 0 : Math.max(0, Math.round(vote.decidedAt - gate.takenAt));
     const lock = new Lock({
@@ -195,8 +196,13 @@ async function acquireBehindGate(
  */
 export async function settledReport(vote: Vote, quorum: number): Promise<AttemptReport> {
   const report = vote.report;
-  if (report.ok || report.votes >= quorum || !reasonPending(outcomesOf(report), quorum)) return report;
+  if (!reasonAwaited(report, quorum)) return report;
   return { ...report, nodes: await vote.fan.outcomes };
+}
+
+/** Whether {@link settledReport} waits for the nodes still answering (never for a granted vote). */
+function reasonAwaited(report: AttemptReport, quorum: number): boolean {
+  return !report.ok && report.votes < quorum && reasonPending(outcomesOf(report), quorum);
 }
 
 function outcomesOf(report: AttemptReport): NodeOutcomeKind[] {

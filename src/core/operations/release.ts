@@ -52,7 +52,7 @@ export async function releaseKeys(
  * finished, and swept, in the background.
  * @param release the compare-and-`DEL` of one node. @default the plain lock's
  */
-export async function releaseLock(
+export function releaseLock(
   engine: Engine,
   waiting: ClientWaiting,
   lock: Lock,
@@ -67,11 +67,17 @@ export async function releaseLock(
     const outcome = fan.knownOutcome(i);
     mayLandLater = !fan.isFinished(i) || outcome === undefined || mayHaveApplied(outcome);
   }
+  // The common case returns the release's own promise (no async wrapper around it).
+  if (!mayLandLater)
+    return releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, waiting, lock, release);
   // Which acquire requests had finished when the release was sent: read before it is.
-  const finishedAtRelease = mayLandLater ? Array.from({ length: count }, (_, i) => fan.isFinished(i)) : undefined;
-  const result = await releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, waiting, lock, release);
-  if (finishedAtRelease) cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease, undefined, release);
-  return result;
+  const finishedAtRelease = Array.from({ length: count }, (_, i) => fan.isFinished(i));
+  return releaseKeys(engine, lock.options, lock.resources, lock.keys, lock.token, waiting, lock, release).then(
+    (result) => {
+      cleanUpAcquisition(engine, lock, lock.token, fan, finishedAtRelease, undefined, release);
+      return result;
+    },
+  );
 }
 
 /** Whether every node of `fan` has answered by now. */
