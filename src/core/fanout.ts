@@ -118,6 +118,8 @@ class NodeRun implements TaskContext {
   /** The task itself has finished (see {@link FanOut.isFinished}). */
   finished = false;
   outcome: NodeOutcome | undefined = undefined;
+  /** The reaction to the task's promise: resolves once the task has finished (see {@link FanOut.finished}). */
+  done: Promise<void> | undefined = undefined;
   /** Resolvers of `outcomeOf(index)` calls made before the outcome was known (rare: made on demand). */
   waiters: ((outcome: NodeOutcome) => void)[] | undefined = undefined;
   readonly fan: Run;
@@ -141,7 +143,6 @@ class Run implements FanOut {
   readonly options: FanOutOptions;
   readonly startedAt: number;
   readonly decided: Promise<Decided>;
-  readonly finished: Promise<void>[];
   readonly controller: AbortController;
   readonly #pooled: PooledController;
   readonly #nodes: NodeRun[];
@@ -150,6 +151,7 @@ class Run implements FanOut {
   #no = 0;
   #isDecided = false;
   #resolveDecided!: (decided: Decided) => void;
+  #finished: Promise<void>[] | undefined = undefined;
   /** Made when first asked for: most callers only read `decided`. */
   #outcomes: Promise<NodeOutcome[]> | undefined = undefined;
   #resolveOutcomes: ((outcomes: NodeOutcome[]) => void) | undefined = undefined;
@@ -181,7 +183,6 @@ class Run implements FanOut {
       }
     }
 
-    const finished: Promise<void>[] = new Array(count);
     for (let index = 0; index < count; index++) {
       const node = nodes[index] as NodeRun;
       let task: Promise<NodeOutcomeKind>;
@@ -192,7 +193,7 @@ class Run implements FanOut {
       }
       // `then` with two closures costs less than an async function awaiting the task (measured:
       // an await allocates more than a reaction does).
-      finished[index] = task.then(
+      node.done = task.then(
         (kind) => {
           node.finished = true;
           this.settle(node, kind, undefined);
@@ -204,7 +205,12 @@ class Run implements FanOut {
         },
       );
     }
-    this.finished = finished;
+  }
+
+  /** Made when first asked for: only the cleanup after a request without an answer reads it. */
+  get finished(): readonly Promise<void>[] {
+    this.#finished ??= this.#nodes.map((node) => node.done as Promise<void>);
+    return this.#finished;
   }
 
   get outcomes(): Promise<NodeOutcome[]> {
