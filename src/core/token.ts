@@ -4,8 +4,11 @@
  */
 
 const TOKEN_BYTES = 20;
-/** Random bytes are drawn in batches: one `getRandomValues` call per 128 tokens, not per token. */
-const POOL_TOKENS = 128;
+/**
+ * Random bytes are drawn in batches: one `getRandomValues` call per 1024 tokens (20 KiB, within
+ * the 64 KiB a call may ask for), not per token; a call has a cost of its own besides its bytes.
+ */
+const POOL_TOKENS = 1024;
 /** The character codes of the hex digits. */
 const DIGITS = Array.from({ length: 16 }, (_, digit) => digit.toString(16).charCodeAt(0));
 /**

@@ -61,8 +61,17 @@ export type GateMode = "take" | "aim" | "wait" | "leave";
  * over the nodes by a hash of the keys (`core/keys.keysHash`).
  */
 export function gateIndex(keys: readonly string[], nodeCount: number): number {
-  return keysHash(keys) % nodeCount;
+  // The last list's hash is kept, by its identity as in `hotKeyOf`: an acquisition and its
+  // release name the same list.
+  if (keys !== hashedKeys) {
+    hash = keysHash(keys);
+    hashedKeys = keys;
+  }
+  return hash % nodeCount;
 }
+
+let hashedKeys: readonly string[] | undefined;
+let hash = 0;
 
 /**
  * The gate's keys for a key set: queue, leases and stats, in the reserved namespace (see
