@@ -17,7 +17,10 @@ import { validateTtl } from "./validate.js";
 export interface VoteSpec {
   /** The outcome that counts as a yes vote. */
   readonly yes: NodeOutcomeKind;
-  readonly task: (index: number, context: TaskContext) => Promise<NodeOutcomeKind>;
+  /** Node `index`'s work: resolves with its outcome (with `read`, what `read` takes). See `FanOutOptions`. */
+  readonly task: (index: number, context: TaskContext) => Promise<unknown>;
+  /** Reads a task's result as its node's outcome (see `FanOutOptions.read`). @default the result is the outcome */
+  readonly read?: ((result: unknown, index: number) => NodeOutcomeKind) | undefined;
   readonly signal?: AbortSignal | undefined;
   /**
    * Validity is measured from this clock reading instead of the fan-out's own start: an
@@ -107,6 +110,7 @@ export class Engine {
     timeoutMs = o.requestTimeoutMs,
     only?: readonly number[],
   ): FanOut {
+    const read = spec.read;
     // `only`: a fan-out to some nodes (e.g. the gate alone), each still known by its index.
     return fanOut({
       nodeIds: only ? only.map((i) => this.nodeIds[i] as string) : this.nodeIds,
@@ -115,6 +119,7 @@ export class Engine {
       clock: o.clock,
       yes: spec.yes,
       task: only ? (i, context) => spec.task(only[i] as number, context) : spec.task,
+      read: only && read ? (result, i) => read(result, only[i] as number) : read,
       signal: spec.signal,
       meter: spec.meter,
       onNodeError: o.onNodeError,

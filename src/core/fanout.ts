@@ -35,8 +35,18 @@ export interface RequestMeter {
 /** Options of {@link fanOut}. */
 export interface FanOutOptions {
   readonly nodeIds: readonly string[];
-  /** The work for node `index`. Resolves with the node's outcome, or throws for a node error. */
-  readonly task: (index: number, context: TaskContext) => Promise<NodeOutcomeKind>;
+  /**
+   * The work for node `index`. Resolves with the node's outcome (or, with `read`, what `read`
+   * takes), or throws for a node error.
+   */
+  readonly task: (index: number, context: TaskContext) => Promise<unknown>;
+  /**
+   * Reads what a task resolved with (a node's raw reply) as the node's outcome; a throw is the
+   * node's error. It runs in the fan-out's own reaction to the task: a task that read its reply
+   * itself would add a promise and a reaction per node. @default what the task resolved with is
+   * its outcome
+   */
+  readonly read?: ((result: unknown, index: number) => NodeOutcomeKind) | undefined;
   /** The outcome that counts as a yes vote. */
   readonly yes: NodeOutcomeKind;
   readonly quorum: number;
@@ -183,9 +193,10 @@ class Run implements FanOut {
       }
     }
 
+    const read = options.read;
     for (let index = 0; index < count; index++) {
       const node = nodes[index] as NodeRun;
-      let task: Promise<NodeOutcomeKind>;
+      let task: Promise<unknown>;
       try {
         task = options.task(index, node);
       } catch (error) {
@@ -194,14 +205,20 @@ class Run implements FanOut {
       // `then` with two closures costs less than an async function awaiting the task (measured:
       // an await allocates more than a reaction does).
       node.done = task.then(
-        (kind) => {
+        (result) => {
           node.finished = true;
+          let kind: NodeOutcomeKind;
+          try {
+            kind = read === undefined ? (result as NodeOutcomeKind) : read(result, index);
+          } catch (error) {
+            this.#fail(node, error);
+            return;
+          }
           this.settle(node, kind, undefined);
         },
         (error: unknown) => {
           node.finished = true;
-          const status = (error as { status?: unknown } | null)?.status;
-          this.settle(node, undefined, error, typeof status === "number" ? status : undefined);
+          this.#fail(node, error);
         },
       );
     }
@@ -252,6 +269,11 @@ class Run implements FanOut {
     if (this.#yes + this.#no === this.#nodes.length || this.controller.signal.aborted) return;
     this.controller.abort(reason);
     for (const node of this.#nodes) this.settle(node, undefined, reason);
+  }
+
+  #fail(node: NodeRun, error: unknown): void {
+    const status = (error as { status?: unknown } | null)?.status;
+    this.settle(node, undefined, error, typeof status === "number" ? status : undefined);
   }
 
   /** Records `node`'s outcome, unless it is known already, and decides the vote when it can. */

@@ -28,20 +28,29 @@ export function acquireOnNode(
   ttlMs: number,
   context: TaskContext,
 ): Promise<NodeOutcomeKind> {
-  if (keys.length === 1) {
-    context.countRequest();
-    let sent: Promise<RedisReply>;
-    try {
-      sent = node.command(["SET", keys[0] as string, token, "NX", "PX", ttlMs], context.signal);
-    } catch (error) {
-      sent = Promise.reject(error);
-    }
-    return sent.then((reply) => readSet(reply, node));
-  }
+  if (keys.length === 1)
+    return setOnNode(node, keys[0] as string, token, ttlMs, context).then((reply) => readSet(reply, node));
   return yesOrHeld(node, acquireAllScript, keys, [token, ttlMs], "acquired", context);
 }
 
-function readSet(reply: RedisReply, node: RedisNode): NodeOutcomeKind {
+/** `SET key token NX PX ttl`: the node's reply as it is, for {@link readSet} (see `FanOutOptions.read`). */
+export function setOnNode(
+  node: RedisNode,
+  key: string,
+  token: string,
+  ttlMs: number,
+  context: TaskContext,
+): Promise<RedisReply> {
+  context.countRequest();
+  try {
+    return node.command(["SET", key, token, "NX", "PX", ttlMs], context.signal);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/** A reply to `SET NX` as an outcome: `acquired`, `held`, or a node error for any other reply. */
+export function readSet(reply: RedisReply, node: RedisNode): NodeOutcomeKind {
   if (reply === "OK") return "acquired";
   if (reply === null) return "held";
   throw unexpected(node, "SET NX", reply);

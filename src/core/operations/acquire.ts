@@ -9,10 +9,11 @@ import {
 } from "../../base/errors.js";
 import type { AttemptReport, NodeOutcomeKind } from "../../base/report.js";
 import { sleep } from "../../base/signals.js";
+import type { RedisReply } from "../../transport/rest.js";
 import type { Engine, Vote } from "../engine.js";
 import type { FanOut, TaskContext } from "../fanout.js";
 import { Lock, type LockOperations } from "../lock.js";
-import { acquireOnNode } from "../node-operations.js";
+import { acquireOnNode, readSet, setOnNode } from "../node-operations.js";
 import type { AcquireRequest, Fencing, ResolvedOptions } from "../options.js";
 import { isFailure, reasonPending, refusalReason } from "../quorum.js";
 import { randomToken } from "../token.js";
@@ -118,6 +119,9 @@ export async function attemptAcquire(
   // A fresh token per attempt: cleanup of a failed attempt can then never delete the keys of a
   // later, successful one.
   const token = gate?.token ?? randomToken();
+  // The common attempt, one key and no gate: each node's reply to `SET NX` is read in the
+  // fan-out's own reaction (see `FanOutOptions.read`).
+  const key = gate === undefined && keys.length === 1 ? (keys[0] as string) : undefined;
   const vote = await engine.vote(options, "acquire", resources, attempt, ttlMs, {
     yes: "acquired",
     signal,
@@ -125,7 +129,9 @@ export async function attemptAcquire(
     polls,
     meter: request.meter,
     timeoutMs: gate ? options.requestTimeoutMs + gate.retryHeldMs : undefined,
+    read: key === undefined ? undefined : (reply, i) => readSet(reply as RedisReply, engine.node(i)),
     task: (i, context) => {
+      if (key !== undefined) return setOnNode(engine.node(i), key, token, ttlMs, context);
       if (gate === undefined) return acquireOnNode(engine.node(i), keys, token, ttlMs, context);
       if (i === gate.index) return gate.task(context);
       if (gate.others) return gate.others(i, context);
