@@ -237,12 +237,18 @@ export function releaseOnGate(
 
 /** The gate release script's reply; `scriptKeys` are the lock keys and then the gate's 3. */
 function readGateRelease(reply: RedisReply, node: RedisNode, scriptKeys: readonly string[]): GateRelease {
-  const [deleted, waiting, ticket, holdMs, holdDeviationMs, cycleMs, turns, handed, head, held] = integers(
-    node,
-    gateReleaseScript,
-    reply,
-    10,
-  );
+  // Indexed, not destructured: destructuring an array goes through its iterator.
+  const answer = integers(node, gateReleaseScript, reply, 10);
+  const deleted = answer[0];
+  const waiting = answer[1];
+  const ticket = answer[2];
+  const holdMs = answer[3];
+  const holdDeviationMs = answer[4];
+  const cycleMs = answer[5];
+  const turns = answer[6];
+  const handed = answer[7];
+  const head = answer[8];
+  const held = answer[9];
   const keyCount = scriptKeys.length - 3;
   if (deleted < 0 || deleted > keyCount || waiting < 0 || (handed !== 0 && handed !== 1) || held < 0)
     throw unexpected(node, gateReleaseScript.name, reply);
@@ -304,9 +310,24 @@ export function hotKeyOf(keys: readonly string[]): string {
   // names its keys, and their release names the same list, twice, often next.
   if (keys !== named) {
     named = keys;
-    name = JSON.stringify(keys);
+    name = keys.length === 1 ? jsonOfOne(keys[0] as string) : JSON.stringify(keys);
   }
   return name;
+}
+
+/**
+ * `JSON.stringify([key])`, built by hand for a key that JSON leaves as it is (no control
+ * character, quote, backslash or surrogate): the serializer costs more than the scan, once per
+ * acquisition.
+ */
+export function jsonOfOne(key: string): string {
+  for (let i = 0; i < key.length; i++) {
+    const unit = key.charCodeAt(i);
+    if (unit < 0x20 || unit === 0x22 || unit === 0x5c || (unit >= 0xd800 && unit <= 0xdfff)) {
+      return JSON.stringify([key]);
+    }
+  }
+  return `["${key}"]`;
 }
 
 let named: readonly string[] | undefined;
