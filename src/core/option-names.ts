@@ -95,6 +95,9 @@ interface CallExtras {
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
 }
 
+/** What a call without options gives: one frozen object, not a new one per call. */
+const NO_CALL_INPUT: CallExtras & { overrides?: RedlockOptions | undefined } = Object.freeze({});
+
 /**
  * An acquire call's options split into its signal, its `waitUntil` (allowed when `extra` names
  * it, as for `using()`) and the overrides of the client's options (`undefined` when none), each
@@ -106,7 +109,7 @@ export function callInput(
   where: string,
   extra: readonly string[] = [],
 ): CallExtras & { overrides?: RedlockOptions | undefined } {
-  if (options === undefined) return {};
+  if (options === undefined) return NO_CALL_INPUT;
   if (typeof options !== "object" || options === null) {
     throw new InvalidArgumentError(`the options of ${where} must be an object`);
   }

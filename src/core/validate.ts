@@ -37,6 +37,14 @@ export function validateTtl(ttlMs: unknown, options?: Pick<ResolvedOptions, "dri
  * multi-resource locks always take their keys in the same order.
  */
 export function validateResources(resources: unknown): string[] {
+  // One valid resource, the common call: no copy, sort or search (anything else takes the checks below).
+  if (
+    typeof resources === "string" &&
+    resources.length > 0 &&
+    resources.length <= MAX_RESOURCE_LENGTH &&
+    !resources.startsWith(RESERVED_KEY_PART)
+  )
+    return [resources];
   const list = typeof resources === "string" ? [resources] : resources;
   if (!Array.isArray(list) || list.length === 0) {
     throw new InvalidArgumentError(
