@@ -4,12 +4,12 @@
  * @module
  */
 
-import type { Engine } from "../engine.js";
+import type { Engine, Vote } from "../engine.js";
 import type { FanOut } from "../fanout.js";
 import type { Lock, ReleaseResult } from "../lock.js";
 import { releaseOnNode } from "../node-operations.js";
 import type { ResolvedOptions } from "../options.js";
-import type { ClientWaiting } from "../waiting.js";
+import type { ClientWaiting, ReleasePart } from "../waiting.js";
 import { cleanUpAcquisition, mayHaveApplied, type NodeRelease } from "./cleanup.js";
 
 /**
@@ -19,7 +19,7 @@ import { cleanUpAcquisition, mayHaveApplied, type NodeRelease } from "./cleanup.
  * over to the next waiter of this isolate in the same requests.
  * @param release the compare-and-`DEL` of one node. @default the plain lock's
  */
-export async function releaseKeys(
+export function releaseKeys(
   engine: Engine,
   o: ResolvedOptions,
   resources: readonly string[],
@@ -29,15 +29,27 @@ export async function releaseKeys(
   lock?: Lock,
   release: NodeRelease = releaseOnNode,
 ): Promise<ReleaseResult> {
-  const part = waiting.release?.({ options: o, resources, keys, token, lock });
-  // Read before the first request is sent: a lock handed over counts its validity from here.
-  const sentAt = o.clock.now();
-  const voting = engine.vote(o, "release", resources, 1, undefined, {
-    yes: "released",
-    task: (i, context) => part?.task(i, context) ?? release(engine.node(i), keys, token, context),
-  });
-  part?.sent?.(sentAt);
-  const { report, fan } = await voting;
+  let part: ReleasePart | undefined;
+  let voting: Promise<Vote>;
+  try {
+    part = waiting.release?.({ options: o, resources, keys, token, lock });
+    // Read before the first request is sent: a lock handed over counts its validity from here.
+    const sentAt = o.clock.now();
+    voting = engine.vote(o, "release", resources, 1, undefined, {
+      yes: "released",
+      task: (i, context) => part?.task(i, context) ?? release(engine.node(i), keys, token, context),
+    });
+    part?.sent?.(sentAt);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  // A reaction rather than an async function: one promise and frame fewer on every release.
+  return voting.then((vote) => released(engine, o, part, vote));
+}
+
+/** The release's result once its vote was decided; the nodes still answering go on in the background. */
+function released(engine: Engine, o: ResolvedOptions, part: ReleasePart | undefined, vote: Vote): ReleaseResult {
+  const { report, fan } = vote;
   part?.decided?.(report.nodes, fan);
   // Nodes still answering finish by the fan-out's deadline, in the background (`settled()` waits
   // for them). Asked of the fan-out now rather than of the report: nodes only a little slower
