@@ -127,11 +127,11 @@ class NodeRun implements TaskContext {
   requests = 0;
   /** The task itself has finished (see {@link FanOut.isFinished}). */
   finished = false;
-  outcome: NodeOutcome | undefined = undefined;
+  outcome: NodeOutcome | undefined;
   /** The reaction to the task's promise: resolves once the task has finished (see {@link FanOut.finished}). */
-  done: Promise<void> | undefined = undefined;
+  done: Promise<void> | undefined;
   /** Resolvers of `outcomeOf(index)` calls made before the outcome was known (rare: made on demand). */
-  waiters: ((outcome: NodeOutcome) => void)[] | undefined = undefined;
+  waiters: ((outcome: NodeOutcome) => void)[] | undefined;
   readonly fan: Run;
   readonly index: number;
 
@@ -161,12 +161,12 @@ class Run implements FanOut {
   #no = 0;
   #isDecided = false;
   #resolveDecided!: (decided: Decided) => void;
-  #finished: Promise<void>[] | undefined = undefined;
+  #finished: Promise<void>[] | undefined;
   /** Made when first asked for: most callers only read `decided`. */
-  #outcomes: Promise<NodeOutcome[]> | undefined = undefined;
-  #resolveOutcomes: ((outcomes: NodeOutcome[]) => void) | undefined = undefined;
+  #outcomes: Promise<NodeOutcome[]> | undefined;
+  #resolveOutcomes: ((outcomes: NodeOutcome[]) => void) | undefined;
   /** Listens to the caller's signal, when one was given. */
-  #onCallerAbort: (() => void) | undefined = undefined;
+  #onCallerAbort: (() => void) | undefined;
 
   constructor(options: FanOutOptions) {
     this.options = options;
@@ -179,8 +179,8 @@ class Run implements FanOut {
     const nodes: NodeRun[] = new Array(count);
     for (let i = 0; i < count; i++) nodes[i] = new NodeRun(this, i);
     this.#nodes = nodes;
-    const timeoutMs = options.timeoutMs;
-    this.#timer = setTimeout(() => this.#abort(new DeadlineExceeded(timeoutMs)), timeoutMs);
+    // The fan-out goes to the timer as its argument: no closure per fan-out.
+    this.#timer = setTimeout(deadlineReached, options.timeoutMs, this);
 
     this.startedAt = options.clock.now();
     const callerSignal = options.signal;
@@ -258,6 +258,11 @@ class Run implements FanOut {
       node.waiters ??= [];
       node.waiters.push(resolve);
     });
+  }
+
+  /** The fan-out's deadline passed. */
+  expire(): void {
+    this.#abort(new DeadlineExceeded(this.options.timeoutMs));
   }
 
   /**
@@ -365,6 +370,10 @@ class Run implements FanOut {
     for (const node of this.#nodes) sum += node.requests;
     return sum;
   }
+}
+
+function deadlineReached(fan: Run): void {
+  fan.expire();
 }
 
 /** How a node that did not answer is classified: the fan-out's abort reason decides. */
