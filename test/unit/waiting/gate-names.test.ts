@@ -5,6 +5,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { keysHash } from "../../../src/core/keys.js";
 import { hotKeyOf, jsonOfOne } from "../../../src/waiting/gate.js";
 
 /** Keys JSON escapes, one per kind of escape: a shortcut that skips the escape must fail on each. */
@@ -45,5 +46,16 @@ describe("jsonOfOne", () => {
     for (const key of [...escaped, ...plain]) expect(hotKeyOf([key])).toBe(JSON.stringify([key]));
     const several = ["a", 'b"c'];
     expect(hotKeyOf(several)).toBe(JSON.stringify(several));
+  });
+});
+
+describe("keysHash", () => {
+  it("picks the same gate as every earlier version: the hashes are pinned (clients of two versions share the gates)", () => {
+    expect(keysHash(["cpu:1"])).toBe(4038585219);
+    expect(keysHash(["a", "b"])).toBe(3788507396);
+    expect(keysHash(["a\nb"])).toBe(2458740893);
+    expect(keysHash(["ünï😀", ""])).toBe(2449844110);
+    // A key longer than 65,535 units mixes its length's upper half too.
+    expect(keysHash(["x".repeat(70_000)])).toBe(1635014314);
   });
 });
