@@ -123,7 +123,6 @@ export function fanOut(options: FanOutOptions): FanOut {
  * (allocation and garbage collection) than this.
  */
 class NodeRun implements TaskContext {
-  readonly signal: AbortSignal;
   requests = 0;
   /** The task itself has finished (see {@link FanOut.isFinished}). */
   finished = false;
@@ -138,7 +137,10 @@ class NodeRun implements TaskContext {
   constructor(fan: Run, index: number) {
     this.fan = fan;
     this.index = index;
-    this.signal = fan.controller.signal;
+  }
+
+  get signal(): AbortSignal {
+    return this.fan.controller.signal;
   }
 
   countRequest(): void {
