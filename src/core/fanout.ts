@@ -140,7 +140,7 @@ class NodeRun implements TaskContext {
   }
 
   get signal(): AbortSignal {
-    return this.fan.controller.signal;
+    return this.fan.signal;
   }
 
   countRequest(): void {
@@ -156,6 +156,8 @@ class Run implements FanOut {
   readonly startedAt: number;
   readonly decided: Promise<Decided>;
   readonly controller: AbortController;
+  /** The controller's signal, read once: on Node its getter is not free, and every request reads it. */
+  readonly signal: AbortSignal;
   readonly #pooled: PooledController;
   readonly #nodes: NodeRun[];
   readonly #timer: ReturnType<typeof setTimeout>;
@@ -178,6 +180,7 @@ class Run implements FanOut {
     });
     this.#pooled = borrowController();
     this.controller = this.#pooled.controller;
+    this.signal = this.controller.signal;
     const nodes: NodeRun[] = new Array(count);
     for (let i = 0; i < count; i++) nodes[i] = new NodeRun(this, i);
     this.#nodes = nodes;
@@ -273,7 +276,7 @@ class Run implements FanOut {
    */
   #abort(reason: unknown): void {
     // Once every node settled the controller may serve another fan-out: never abort it from here.
-    if (this.#yes + this.#no === this.#nodes.length || this.controller.signal.aborted) return;
+    if (this.#yes + this.#no === this.#nodes.length || this.signal.aborted) return;
     this.controller.abort(reason);
     for (const node of this.#nodes) this.settle(node, undefined, reason);
   }
@@ -294,7 +297,7 @@ class Run implements FanOut {
     let outcome: NodeOutcome;
     if (kind !== undefined) outcome = { node: id, outcome: kind, latencyMs, requests };
     else {
-      const failure = failureKind(this.controller.signal);
+      const failure = failureKind(this.signal);
       outcome =
         status === undefined
           ? { node: id, outcome: failure, latencyMs, requests, error: toError(error) }
