@@ -308,8 +308,9 @@ class Run implements FanOut {
     if (waiting !== undefined) for (const resolve of waiting) resolve(outcome);
     if (outcome.outcome === options.yes) this.#yes++;
     else this.#no++;
-    const hooked = options.onNodeSettled !== undefined || options.onNodeError !== undefined;
-    if (hooked) this.#callHooks(outcome, node.index);
+    const hooked =
+      (options.onNodeSettled !== undefined || options.onNodeError !== undefined) &&
+      this.#callHooks(outcome, node.index);
     const count = this.#nodes.length;
     const settled = this.#yes + this.#no;
     if (!this.#isDecided) {
@@ -334,10 +335,12 @@ class Run implements FanOut {
     }
   }
 
-  #callHooks(outcome: NodeOutcome, index: number): void {
+  /** Tells the hooks of `outcome`; whether any was called (time may have passed in it). */
+  #callHooks(outcome: NodeOutcome, index: number): boolean {
     const { onNodeSettled, onNodeError } = this.options;
     onNodeSettled?.(outcome, index);
-    if (onNodeError !== undefined && (outcome.outcome === "error" || outcome.outcome === "timeout")) {
+    const failed = onNodeError !== undefined && (outcome.outcome === "error" || outcome.outcome === "timeout");
+    if (failed) {
       try {
         onNodeError({
           operation: this.options.operation ?? "acquire",
@@ -348,6 +351,7 @@ class Run implements FanOut {
         // A hook must never break locking (documented on RedlockHooks).
       }
     }
+    return onNodeSettled !== undefined || failed;
   }
 
   /** Every node's outcome at this moment; nodes still in flight are `pending`. */
