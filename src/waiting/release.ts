@@ -6,6 +6,7 @@
  * @module
  */
 import type { NodeOutcome } from "../base/report.js";
+import { sleep } from "../base/signals.js";
 import type { Engine } from "../core/engine.js";
 import type { FanOut, TaskContext } from "../core/fanout.js";
 import { isFailure } from "../core/quorum.js";
@@ -13,8 +14,9 @@ import { randomToken } from "../core/token.js";
 import type { ReleasePart, ReleaseRequest } from "../core/waiting.js";
 import { HandoffOutcomes } from "../isolate/handoff.js";
 import type { HotResources } from "../isolate/hot-resources.js";
+import { noteRoundTrips } from "./attempts.js";
 import { type GateRelease, gateIndex, handOverOnNode, hotKeyOf, type Place, releaseOnGate } from "./gate.js";
-import { averageHold } from "./pacing.js";
+import { averageHold, gateReleaseDelay } from "./pacing.js";
 
 /** How long a resource counts as contended after a release found waiters in line, in ms. */
 const HOT_AFTER_RELEASE_MS = 2000;
@@ -44,7 +46,15 @@ export function releaseInLine(engine: Engine, hot: HotResources, request: Releas
   // The gate's take for the next holder tells it how long this isolate's holds last, as its own would.
   const next = offer && { ...offer, expectMs: hot.holdOf(hotKey) };
 
+  // The gate frees the lock no sooner than a quorum of nodes (see `pacing.gateReleaseDelay`);
+  // never when the release hands the lock over, whose next holder counts the gate like any node.
+  const gateDelayMs =
+    requeue === undefined || handoff
+      ? 0
+      : gateReleaseDelay(hot.nodeRtts(), engine.nodes.length, gate, o.quorum, o.requestTimeoutMs / 4);
+
   const onGate = async (context: TaskContext) => {
+    if (gateDelayMs > 0) await sleep(gateDelayMs, context.signal);
     let answer: GateRelease;
     try {
       const sending = releaseOnGate(engine.node(gate), keys, token, hold, context, requeue, next);
@@ -74,7 +84,10 @@ export function releaseInLine(engine: Engine, hot: HotResources, request: Releas
       // The requests are on their way: the next holder's attempt counts from before they were sent.
       handoff?.offer.accept(handoff.outcome, at);
     },
-    decided: (outcomes, fan) => resendToGate(engine, request, hold, gate, outcomes, fan),
+    decided: (outcomes, fan) => {
+      resendToGate(engine, request, hold, gate, outcomes, fan);
+      if (requeue) void fan.outcomes.then((final) => noteRoundTrips(hot, final, gateDelayMs > 0 ? gate : -1));
+    },
   };
 }
 
