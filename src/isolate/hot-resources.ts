@@ -69,6 +69,22 @@ export class HotResources {
   readonly #turns = new Map<string, { tell?: ((turn: Turn) => void) | undefined; told?: Turn | undefined }>();
   /** How long this isolate's holds of each key last, as the gate measured them (see {@link holdOf}). */
   readonly #holds = new Map<string, number>();
+  /** Each node's round trip from this isolate, by node index (see {@link nodeRtts}). */
+  readonly #nodeRtts: number[] = [];
+
+  /**
+   * Each node's round trip from this isolate, in ms, by node index (0, or missing, while unknown),
+   * as waiting averaged it from answers: where the nodes stand from this isolate decides when a
+   * release's part for the gate and the parts of a take are sent (see `waiting/pacing.ts`).
+   */
+  nodeRtts(): readonly number[] {
+    return this.#nodeRtts;
+  }
+
+  /** Records `ms` as node `index`'s round trip from this isolate (see {@link nodeRtts}; the caller averages). */
+  setNodeRtt(index: number, ms: number): void {
+    this.#nodeRtts[index] = ms;
+  }
 
   /**
    * How long this isolate's holds of `key` last, as the gate measured them, in ms (0 while

@@ -5,11 +5,14 @@
  * @module
  */
 
-import type { NodeOutcomeKind } from "../base/report.js";
+import type { NodeOutcome, NodeOutcomeKind } from "../base/report.js";
 import { attemptCost, checkBudget } from "../core/backoff-waiting.js";
 import { type AttemptResult, attemptAcquire, attemptOnce, type GateRole } from "../core/operations/acquire.js";
+import { isFailure } from "../core/quorum.js";
+import type { HotResources } from "../isolate/hot-resources.js";
 import { leave } from "./gate-client.js";
 import { checkAbort } from "./limits.js";
+import { averageRtt } from "./pacing.js";
 import { nextEntryId, type Waiter } from "./state.js";
 
 /**
@@ -39,6 +42,14 @@ export async function fanOut(w: Waiter, gate?: GateRole, handedOver?: Promise<At
       : await attemptOnce(w.engine, w.request, s.attempts, w.signal, w.operations, s.polls);
   s.polls = 0;
   w.reports.push(result.report);
+  // Where the nodes stand from here, learned while the resource is contended (the uncontended
+  // path pays nothing for it): from plain fan-outs, whose requests all leave at once and whose
+  // answers are taken as they come (behind the gate, a "held" waits for the gate's answer, and a
+  // hand-over's requests are another caller's).
+  if (result.fan && !handedOver && gate === undefined && (s.inLine || s.attempts > 1)) {
+    const hot = w.hot;
+    void result.fan.outcomes.then((outcomes) => noteRoundTrips(hot, outcomes));
+  }
   if (racing !== undefined) {
     const gateOutcome = result.report.nodes[w.gate]?.outcome;
     if (gateOutcome === "pending" && result.fan) void result.fan.outcomeOf(w.gate).then(racing, racing);
@@ -78,4 +89,19 @@ function race(w: Waiter): () => void {
   const id = nextEntryId("racing");
   hot.occupy(w.hotKey, id, w.now() + w.o.requestTimeoutMs, "racing");
   return () => hot.leave(w.hotKey, id);
+}
+
+/**
+ * Averages the round trips of `outcomes` into the isolate's (see `HotResources.nodeRtts`): only
+ * answers to a single request each (asked again, a node's latency measures more than a round
+ * trip), and not node `except` (a request held back).
+ */
+export function noteRoundTrips(hot: HotResources, outcomes: readonly NodeOutcome[], except = -1): void {
+  const rtts = hot.nodeRtts();
+  outcomes.forEach((outcome, i) => {
+    const kind = outcome.outcome;
+    if (i === except || outcome.requests !== 1 || outcome.latencyMs === undefined) return;
+    if (kind === "pending" || isFailure(kind)) return;
+    hot.setNodeRtt(i, averageRtt(rtts[i] ?? 0, outcome.latencyMs));
+  });
 }

@@ -28,6 +28,7 @@ import {
   retryHeld,
   sleepAtHead,
   sleepBehind,
+  takeDelays,
 } from "./pacing.js";
 import type { Waiter } from "./state.js";
 
@@ -140,9 +141,10 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
         nextPollMs = 0;
         continue;
       }
-      const aim = sentAt + answer.freeInMs + margin(answer.holdDeviationMs, s.rttMs);
+      const delays = takeDelays(hot.nodeRtts(), w.engine.nodes.length);
+      const aim = sentAt + answer.freeInMs + margin(answer.holdDeviationMs, s.rttMs) - (delays?.[w.gate] ?? 0);
       const handedOver = await pauseOrTakeOver(w, Math.max(0, aim - w.now()), true);
-      const lock = await takeTurn(w, handedOver);
+      const lock = await takeTurn(w, handedOver, delays);
       if (lock) return lock;
       nextPollMs = interval;
       continue;
@@ -196,17 +198,19 @@ function retryHeldFor(w: Waiter, holdMs: number): { retryHeldMs: number; retryHe
  * Our turn, as a pause ended: the attempt a release made for us by handing the lock over, or,
  * when the lock is free (or its release is due), a take aimed at it.
  */
-function takeTurn(w: Waiter, turn: HandedOver | "free" | undefined): Promise<Lock | undefined> {
-  return turn === undefined || turn === "free" ? takeAtRelease(w) : takeOver(w, turn);
+function takeTurn(w: Waiter, turn: HandedOver | "free" | undefined, delays?: number[]): Promise<Lock | undefined> {
+  if (turn === "free") return takeAtRelease(w);
+  return turn === undefined ? takeAtRelease(w, delays) : takeOver(w, turn);
 }
 
 /**
- * A take aimed at a release. If it came too early (the holder is past its usual hold), its
- * release is most likely on the way by the time our answer is back: one more take at once costs
- * the same requests as a poll and the fan-out after it, a round trip sooner; after that, polls.
+ * A take aimed at a release, each node's request sent by `delays` (see `pacing.takeDelays`). If it
+ * came too early (the holder is past its usual hold), its release is most likely on the way by the
+ * time our answer is back: one more take at once, to every node (costs the same requests as a poll
+ * and the fan-out after it, a round trip sooner); after that, polls.
  */
-async function takeAtRelease(w: Waiter): Promise<Lock | undefined> {
-  const early = await speculativeTake(w);
+async function takeAtRelease(w: Waiter, delays?: number[]): Promise<Lock | undefined> {
+  const early = await speculativeTake(w, delays);
   if (early === undefined || early instanceof Lock) return early;
   const again = await speculativeTake(w);
   return again instanceof Lock ? again : undefined;
@@ -217,7 +221,7 @@ async function takeAtRelease(w: Waiter): Promise<Lock | undefined> {
  * or the gate's answer when it came too early (first in line, the lock still held past its
  * predicted release), or nothing.
  */
-async function speculativeTake(w: Waiter): Promise<Lock | GateAnswer | undefined> {
+async function speculativeTake(w: Waiter, delays?: number[]): Promise<Lock | GateAnswer | undefined> {
   const s = w.state;
   const token = randomToken();
   let answer: GateAnswer | undefined;
@@ -232,6 +236,7 @@ async function speculativeTake(w: Waiter): Promise<Lock | GateAnswer | undefined
     token,
     placeholderMs: () => currentPlaceholderMs(w),
     gateTaken: () => gateTaken,
+    sendDelaysMs: delays,
     ...retryHeldFor(w, s.holdMs),
     task: async (context: TaskContext): Promise<NodeOutcomeKind> => {
       try {

@@ -132,6 +132,58 @@ export function releaseInReach(answer: GateFigures): boolean {
   return answer.rank === 0 && predicted && answer.freeInMs > 0 && answer.freeInMs <= MAX_SLEEP_MS;
 }
 
+/** Differences of one-way times under this are noise (timers, load): every node is sent to at once. */
+export const MIN_SHIFT_MS = 4;
+
+/**
+ * How long a release holds back its part for the gate, in ms: when the gate is nearer than a
+ * quorum of the nodes, until the release could have reached that quorum (the quorum-th shortest
+ * of our one-way times, each half a round trip). The gate then frees the lock no sooner than a
+ * quorum of nodes is free, so that a take aimed at the gate's release, landing on every node when
+ * it lands on the gate (see {@link takeDelays}), finds a quorum free: aimed at a gate next to the
+ * holder, a take that landed on every node at once found the far ones still held, and waited for
+ * the answers to asking them again. 0 while a round trip is unknown or the difference is noise; at
+ * most `maxMs`.
+ */
+export function gateReleaseDelay(
+  rtts: readonly number[],
+  nodes: number,
+  gate: number,
+  quorum: number,
+  maxMs: number,
+): number {
+  const oneWay = knownOneWay(rtts, nodes);
+  if (oneWay === undefined) return 0;
+  const reached = [...oneWay].sort((a, b) => a - b)[quorum - 1] as number;
+  const delay = reached - (oneWay[gate] as number);
+  return delay < MIN_SHIFT_MS ? 0 : Math.min(delay, maxMs);
+}
+
+/**
+ * When a take aimed at the gate's release sends each node its request, in ms after the take
+ * starts: so that it lands on every node at once, when it lands on the gate (the farthest node
+ * first); the gate's own entry is how long before the aim the take starts.
+ * `undefined` while a round trip is unknown, or when the nodes stand alike (every node at once).
+ */
+export function takeDelays(rtts: readonly number[], nodes: number): number[] | undefined {
+  const oneWay = knownOneWay(rtts, nodes);
+  if (oneWay === undefined) return undefined;
+  const farthest = Math.max(...oneWay);
+  if (farthest - Math.min(...oneWay) < MIN_SHIFT_MS) return undefined;
+  return oneWay.map((d) => farthest - d);
+}
+
+/** Half of each of `nodes` round trips, or `undefined` while one is unknown. */
+function knownOneWay(rtts: readonly number[], nodes: number): number[] | undefined {
+  const oneWay: number[] = [];
+  for (let i = 0; i < nodes; i++) {
+    const rtt = rtts[i];
+    if (rtt === undefined || !(rtt > 0)) return undefined;
+    oneWay.push(rtt / 2);
+  }
+  return oneWay;
+}
+
 /** Whether a take that came early should be sent once more at once: first in line, the release due within a round trip. */
 export function releaseImminent(answer: GateFigures, rttMs: number): boolean {
   return answer.rank === 0 && answer.pttlMs !== -2 && answer.freeInMs <= rttMs;

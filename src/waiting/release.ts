@@ -6,6 +6,7 @@
  * @module
  */
 import type { NodeOutcome, NodeOutcomeKind } from "../base/report.js";
+import { sleep } from "../base/signals.js";
 import type { Engine } from "../core/engine.js";
 import type { FanOut, TaskContext } from "../core/fanout.js";
 import { isFailure } from "../core/quorum.js";
@@ -13,6 +14,7 @@ import { randomToken } from "../core/token.js";
 import type { ReleasePart, ReleaseRequest } from "../core/waiting.js";
 import { type HandoffOffer, HandoffOutcomes } from "../isolate/handoff.js";
 import type { HotResources } from "../isolate/hot-resources.js";
+import { noteRoundTrips } from "./attempts.js";
 import {
   type EndedHold,
   type GateRelease,
@@ -22,7 +24,7 @@ import {
   type Place,
   releaseOnGate,
 } from "./gate.js";
-import { averageHold } from "./pacing.js";
+import { averageHold, gateReleaseDelay } from "./pacing.js";
 
 /** How long a resource counts as contended after a release found waiters in line, in ms. */
 const HOT_AFTER_RELEASE_MS = 2000;
@@ -56,6 +58,8 @@ class GateReleasePart implements ReleasePart {
   readonly handoff: HandoffOutcomes | undefined;
   /** The hand-over's take for the next holder, with how long this isolate's holds last. */
   readonly next: (HandoffOffer & { expectMs: number }) | undefined;
+  /** How long the gate's part waits before it is sent (see `pacing.gateReleaseDelay`), in ms. */
+  readonly gateDelayMs: number;
   /** Also the release's send time until it is sent (`sent` is told before any answer is read). */
   sentAt: number;
   /** Tells the isolate the place kept for this client's next acquisition, or that there is none. */
@@ -83,6 +87,12 @@ class GateReleasePart implements ReleasePart {
     this.handoff = offer && new HandoffOutcomes(offer, engine.nodes.length);
     // The gate's take for the next holder tells it how long this isolate's holds last, as its own would.
     this.next = offer && { ...offer, expectMs: hot.holdOf(hotKey) };
+    // The gate frees the lock no sooner than a quorum of nodes (see `pacing.gateReleaseDelay`);
+    // never when the release hands the lock over, whose next holder counts the gate like any node.
+    this.gateDelayMs =
+      this.requeue === undefined || this.handoff
+        ? 0
+        : gateReleaseDelay(hot.nodeRtts(), engine.nodes.length, this.gate, o.quorum, o.requestTimeoutMs / 4);
   }
 
   task(i: number, context: TaskContext): Promise<NodeOutcomeKind> | undefined {
@@ -102,9 +112,16 @@ class GateReleasePart implements ReleasePart {
 
   decided(outcomes: readonly { readonly outcome: NodeOutcomeKind }[], fan: FanOut): void {
     resendToGate(this.engine, this.request, this.hold, this.gate, outcomes, fan);
+    const { hot, gate, gateDelayMs } = this;
+    if (this.requeue) void fan.outcomes.then((final) => noteRoundTrips(hot, final, gateDelayMs > 0 ? gate : -1));
   }
 
   #onGate(context: TaskContext): Promise<NodeOutcomeKind> {
+    if (this.gateDelayMs > 0) return sleep(this.gateDelayMs, context.signal).then(() => this.#sendToGate(context));
+    return this.#sendToGate(context);
+  }
+
+  #sendToGate(context: TaskContext): Promise<NodeOutcomeKind> {
     const { engine, gate, hold, requeue, next, handoff } = this;
     const { keys, token } = this.request;
     const sending = releaseOnGate(engine.node(gate), keys, token, hold, context, requeue, next);

@@ -104,8 +104,14 @@ function quantiles(values: readonly number[]): Quantiles {
   return { p10: at(0.1), p50: at(0.5), p90: at(0.9), mean };
 }
 
-/** A take's requests leave together; requests more than this apart start another take. */
-const TAKE_SPREAD_MS = 3;
+/**
+ * A take sends each node one `SET`, all at once or spread so that they land together (a node
+ * farther away first): a `SET` to a node the take already asked, or this long after its first,
+ * starts another take.
+ */
+const TAKE_SPREAD_MS = 200;
+/** A gate script sent this close to a take's requests was its gate part (an aimed take). */
+const WITH_TAKE_MS = 3;
 /** Handoffs further apart than this are not one handoff (the window's end, a give-up). */
 const MAX_GAP_MS = 1000;
 /** A take sent up to this long before the release still belongs to its handoff (it landed early). */
@@ -153,14 +159,22 @@ export function analyseTrace(events: readonly TraceEvent[], quorum: number): Tra
     gaps.push(gap);
     const mine = (byPid.get(e.pid) ?? []).filter((x) => x.at >= release.at - EARLY_MS && x.at < e.at);
     const sends = mine.filter((x) => x.event === "send");
-    const takes: number[] = [];
+    const takes: { first: number; last: number; nodes: Set<string | undefined> }[] = [];
     for (const send of sends.filter((x) => x.command === "SET")) {
-      const last = takes.at(-1);
-      if (last === undefined || send.at - last > TAKE_SPREAD_MS) takes.push(send.at);
+      const take = takes.at(-1);
+      if (take === undefined || take.nodes.has(send.node) || send.at - take.first > TAKE_SPREAD_MS) {
+        takes.push({ first: send.at, last: send.at, nodes: new Set([send.node]) });
+      } else {
+        take.nodes.add(send.node);
+        take.last = send.at;
+      }
     }
-    const won = takes.at(-1);
-    if (won === undefined) continue;
-    const aimed = sends.some((x) => x.command === "EVALSHA" && Math.abs(x.at - won) <= TAKE_SPREAD_MS);
+    const last = takes.at(-1);
+    if (last === undefined) continue;
+    const won = last.first;
+    const aimed = sends.some(
+      (x) => x.command === "EVALSHA" && x.at >= last.first - WITH_TAKE_MS && x.at <= last.last + WITH_TAKE_MS,
+    );
     (aimed ? gapsBy.aimed : gapsBy.afterPoll).push(gap);
     if (takes.length > 1) {
       moreTakes++;

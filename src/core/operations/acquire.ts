@@ -70,6 +70,12 @@ export interface GateRole {
    * lock handed over by a release reads what the release's requests did (see `handoff.ts`).
    */
   readonly others?: ((index: number, context: TaskContext) => Promise<NodeOutcomeKind>) | undefined;
+  /**
+   * How long after the attempt starts each node's request is sent, in ms, by node index (all at
+   * once when absent): a take aimed to land on every node at the same moment. Validity still counts
+   * from the attempt's start, before any of them.
+   */
+  readonly sendDelaysMs?: readonly number[] | undefined;
 }
 
 /** One attempt (a fan-out to every node), numbered `attempt`; `polls` made before it, for its report. */
@@ -128,14 +134,17 @@ export function attemptAcquire(
     startedAt: gate?.startedAt,
     polls,
     meter: request.meter,
-    timeoutMs: gate ? options.requestTimeoutMs + gate.retryHeldMs : undefined,
+    timeoutMs: gate
+      ? options.requestTimeoutMs + gate.retryHeldMs + Math.max(0, ...(gate.sendDelaysMs ?? []))
+      : undefined,
     read: key === undefined ? undefined : (reply, i) => readSet(reply as RedisReply, engine.node(i)),
     task: (i, context) => {
       if (key !== undefined) return setOnNode(engine.node(i), key, token, ttlMs, context);
       if (gate === undefined) return acquireOnNode(engine.node(i), keys, token, ttlMs, context);
-      if (i === gate.index) return gate.task(context);
-      if (gate.others) return gate.others(i, context);
-      return acquireBehindGate(engine, request, i, token, gate, context);
+      const delay = gate.sendDelaysMs?.[i] ?? 0;
+      if (delay > 0)
+        return sleep(delay, context.signal).then(() => behindGate(engine, request, i, token, gate, context));
+      return behindGate(engine, request, i, token, gate, context);
     },
   });
   // The attempt ends in the reaction to its vote, not in an async function: one promise and
@@ -194,6 +203,20 @@ function attempted(
     gateOutOfStep ? { index: gate.index, holdMs: gate.placeholderMs() } : undefined,
   );
   return { report, token, fan };
+}
+
+/** Node `index`'s part in an attempt behind the gate. */
+function behindGate(
+  engine: Engine,
+  request: AcquireRequest,
+  index: number,
+  token: string,
+  gate: GateRole,
+  context: TaskContext,
+): Promise<NodeOutcomeKind> {
+  if (index === gate.index) return gate.task(context);
+  if (gate.others) return gate.others(index, context);
+  return acquireBehindGate(engine, request, index, token, gate, context);
 }
 
 /** `SET NX` on a node, asked again while it says "held" and the gate is ours (see {@link GateRole}). */

@@ -50,6 +50,26 @@ describe("the isolates trace analysis", () => {
     expect(f.section.sd).toBe(0);
   });
 
+  it("counts a take whose requests left spread out (to land together) as one aimed take", () => {
+    const text = [
+      "1000 a granted",
+      "1050 a release",
+      // The farthest node first, the gate's script among them, the nearest last.
+      "1040 b send 3 SET",
+      "1052 b send 5 EVALSHA",
+      "1060 b send 1 SET",
+      "1075 b send 4 SET",
+      "1090 b send 2 SET",
+      ...["3", "5", "1", "4", "2"].map((node) => `1100 b recv ${node} ${node === "5" ? "EVALSHA" : "SET"}`),
+      "1101 b granted",
+    ].join("\n");
+    const f = analyseTrace(parseTrace(text), 3);
+    expect(f.oneTake).toBe(1);
+    expect(f.moreTakes).toBe(0);
+    expect(f.aimed.count).toBe(1);
+    expect(f.takeOffset.mean).toBe(-10);
+  });
+
   it("negative control: grants far from any release are not handoffs", () => {
     const text = ["1000 a granted", "1050 a release", "5000 b granted", "5050 b release"].join("\n");
     const f = analyseTrace(parseTrace(text), 3);

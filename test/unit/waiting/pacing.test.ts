@@ -11,6 +11,7 @@ import {
   averageRtt,
   budgetGap,
   type GateFigures,
+  gateReleaseDelay,
   hotWindow,
   isOverdue,
   leaseFor,
@@ -29,6 +30,7 @@ import {
   sleepAtHead,
   sleepBehind,
   spreadCap,
+  takeDelays,
 } from "../../../src/waiting/pacing.js";
 import { seededRandom } from "../support/random.js";
 
@@ -158,6 +160,54 @@ describe("margin: twice the holds' deviation, at least 2 ms, at most a quarter r
     { deviation: 0, rttMs: 4, expected: 1 },
   ])("deviation $deviation, rtt $rttMs → $expected", ({ deviation, rttMs, expected }) => {
     expect(margin(deviation, rttMs)).toBe(expected);
+  });
+});
+
+describe("gateReleaseDelay: the gate's part waits until the release could have reached a quorum", () => {
+  // Round trips from eu-west-1 to the bench's geo nodes (us-east-1, eu-west-1, us-west-2, eu-central-1, us-west-1).
+  const euWest = [80.52, 4, 137, 19.56, 153.2];
+  it.each([
+    {
+      what: "the gate next door: until the third nearest (40.26 ms one way) is reached",
+      rtts: euWest,
+      gate: 1,
+      expected: 38.26,
+    },
+    { what: "the gate is the third nearest", rtts: euWest, gate: 0, expected: 0 },
+    { what: "the gate is farther than a quorum", rtts: euWest, gate: 2, expected: 0 },
+    { what: "capped", rtts: euWest, gate: 1, maxMs: 25, expected: 25 },
+    { what: "differences under 4 ms are noise", rtts: [20, 21, 24, 26, 27], gate: 0, expected: 0 },
+    { what: "a node not heard from yet", rtts: [80.52, 4, 0, 19.56, 153.2], gate: 1, expected: 0 },
+    { what: "fewer round trips known than nodes", rtts: [80.52, 4, 137], gate: 1, expected: 0 },
+  ])("$what → $expected", ({ rtts, gate, maxMs, expected }) => {
+    expect(gateReleaseDelay(rtts, 5, gate, 3, maxMs ?? 250)).toBeCloseTo(expected, 6);
+  });
+});
+
+describe("takeDelays: a take's requests leave so that all land at once, the farthest node's first", () => {
+  it("sends each node its request the difference of one-way times after the farthest's", () => {
+    // From us-west-2: the farthest node (eu-central-1, 159.5 ms) first, the node next door last.
+    expect(takeDelays([88.68, 137, 4, 159.5, 19.2], 5)).toEqual(
+      [35.41, 11.25, 77.75, 0, 70.15].map((d) => expect.closeTo(d, 6)),
+    );
+  });
+
+  it("lands every request at the same moment, for any round trips (seeded)", () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 1, max: 400 }), { minLength: 5, maxLength: 5 }), (rtts) => {
+        const delays = takeDelays(rtts, 5);
+        if (delays === undefined) return Math.max(...rtts) - Math.min(...rtts) < 8;
+        const landed = delays.map((d, i) => d + (rtts[i] as number) / 2);
+        return Math.max(...landed) - Math.min(...landed) < 1e-9 && Math.min(...delays) === 0;
+      }),
+      { seed: 29 },
+    );
+  });
+
+  it("sends all at once while a node is unknown or the nodes stand alike", () => {
+    expect(takeDelays([88.68, 0, 4, 159.5, 19.2], 5)).toBeUndefined();
+    expect(takeDelays([20, 22, 23, 21, 27], 5)).toBeUndefined();
+    expect(takeDelays([20, 22], 5)).toBeUndefined();
   });
 });
 
