@@ -12,7 +12,7 @@ import { isFailure } from "../core/quorum.js";
 import type { HotResources } from "../isolate/hot-resources.js";
 import { leave } from "./gate-client.js";
 import { checkAbort } from "./limits.js";
-import { averageRtt } from "./pacing.js";
+import { distanceRtt } from "./pacing.js";
 import { nextEntryId, type Waiter } from "./state.js";
 
 /**
@@ -102,6 +102,6 @@ export function noteRoundTrips(hot: HotResources, outcomes: readonly NodeOutcome
     const kind = outcome.outcome;
     if (i === except || outcome.requests !== 1 || outcome.latencyMs === undefined) return;
     if (kind === "pending" || isFailure(kind)) return;
-    hot.setNodeRtt(i, averageRtt(rtts[i] ?? 0, outcome.latencyMs));
+    hot.setNodeRtt(i, distanceRtt(rtts[i] ?? 0, outcome.latencyMs));
   });
 }

@@ -132,6 +132,18 @@ export function releaseInReach(answer: GateFigures): boolean {
   return answer.rank === 0 && predicted && answer.freeInMs > 0 && answer.freeInMs <= MAX_SLEEP_MS;
 }
 
+/**
+ * A node's round trip from this isolate after one more sample `sampleMs` (0 before the first): a
+ * shorter sample is followed halfway at once, a longer one by an eighth, so that the figure stays
+ * near the node's distance rather than the load of the moment (a busy event loop delays every
+ * answer, now and then by many ms, and a figure that followed it would hold a release back, or
+ * spread a take, for nothing).
+ */
+export function distanceRtt(averageMs: number, sampleMs: number): number {
+  if (averageMs === 0) return sampleMs;
+  return sampleMs < averageMs ? (averageMs + sampleMs) / 2 : (7 * averageMs + sampleMs) / 8;
+}
+
 /** Differences of one-way times under this are noise (timers, load): every node is sent to at once. */
 export const MIN_SHIFT_MS = 4;
 

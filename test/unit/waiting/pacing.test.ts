@@ -10,6 +10,7 @@ import {
   averageHold,
   averageRtt,
   budgetGap,
+  distanceRtt,
   type GateFigures,
   gateReleaseDelay,
   hotWindow,
@@ -160,6 +161,28 @@ describe("margin: twice the holds' deviation, at least 2 ms, at most a quarter r
     { deviation: 0, rttMs: 4, expected: 1 },
   ])("deviation $deviation, rtt $rttMs → $expected", ({ deviation, rttMs, expected }) => {
     expect(margin(deviation, rttMs)).toBe(expected);
+  });
+});
+
+describe("distanceRtt: a node's round trip, following shorter samples fast and longer ones slowly", () => {
+  it.each([
+    { average: 0, sample: 80, expected: 80 },
+    { average: 80, sample: 40, expected: 60 },
+    { average: 80, sample: 160, expected: 90 },
+    { average: 80, sample: 80, expected: 80 },
+  ])("$average then $sample → $expected", ({ average, sample, expected }) => {
+    expect(distanceRtt(average, sample)).toBe(expected);
+  });
+
+  it("a node 2 ms away stays under the noise threshold through a spike of 40 ms every fifth answer", () => {
+    let rtt = 0;
+    let highest = 0;
+    for (let i = 0; i < 200; i++) {
+      rtt = distanceRtt(rtt, i % 5 === 4 ? 40 : 2);
+      highest = Math.max(highest, rtt);
+    }
+    // Beside a node that always answers in 2 ms, the difference of one-way times stays under 4 ms.
+    expect(highest / 2 - 1).toBeLessThan(4);
   });
 });
 
