@@ -6,6 +6,7 @@
  */
 import { AbortedError, ConfigurationError } from "../base/errors.js";
 import type { NodeOutcomeKind } from "../base/report.js";
+import { sleep } from "../base/signals.js";
 import { withAttempts } from "../core/backoff-waiting.js";
 import type { TaskContext } from "../core/fanout.js";
 import { Lock } from "../core/lock.js";
@@ -17,6 +18,7 @@ import { abandon, checkAfterAttempt, giveUp, noteProgress, pauseLimit, roomForPo
 import { type HandedOver, offerWindowEnd, pauseOrTakeOver, takeOver } from "./offers.js";
 import {
   budgetGap,
+  gateNearerThanQuorum,
   hotWindow,
   leaseFor,
   margin,
@@ -231,19 +233,36 @@ async function speculativeTake(w: Waiter, delays?: number[]): Promise<Lock | Gat
   const gateTaken = new Promise<boolean>((resolve) => {
     gateAnswered = resolve;
   });
+  const retry = retryHeldFor(w, s.holdMs);
+  const askAgain = gateNearerThanQuorum(w.hot.nodeRtts(), w.engine.nodes.length, w.gate, w.o.quorum);
+  let gateTrying = askAgain;
   const result = await fanOut(w, {
     index: w.gate,
     token,
     placeholderMs: () => currentPlaceholderMs(w),
     gateTaken: () => gateTaken,
+    gateTrying: () => gateTrying,
     sendDelaysMs: delays,
-    ...retryHeldFor(w, s.holdMs),
+    ...retry,
     task: async (context: TaskContext): Promise<NodeOutcomeKind> => {
       try {
         const leaseMs = leaseFor(pollInterval(0, s.rttMs), w.o.requestTimeoutMs);
-        answer = await pollOn(w, context, "aim", token, leaseMs);
+        const until = w.now() + retry.retryHeldMs;
+        // Landed before a release that is due, with the gate much nearer than a quorum: ask it
+        // again in this attempt (see `pacing.gateNearerThanQuorum`), within the request budget.
+        for (;;) {
+          answer = await pollOn(w, context, "aim", token, leaseMs);
+          if (!askAgain || answer.taken || !releaseImminent(answer, s.rttMs)) break;
+          if (
+            w.now() + retry.retryHeldEveryMs > until ||
+            w.requestsSent() + 1 + w.engine.nodes.length > w.o.requestBudget
+          )
+            break;
+          await sleep(retry.retryHeldEveryMs, context.signal);
+        }
         return answer.taken ? "acquired" : "held";
       } finally {
+        gateTrying = false;
         gateAnswered(answer?.taken === true && answer.releasedAgoMs >= 0);
       }
     },

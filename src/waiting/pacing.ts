@@ -185,6 +185,21 @@ export function takeDelays(rtts: readonly number[], nodes: number): number[] | u
   return oneWay.map((d) => farthest - d);
 }
 
+/**
+ * Whether the gate is much nearer than a quorum of the nodes (the quorum-th shortest one-way time
+ * more than twice the gate's, and the difference no noise): a take that landed on the gate before
+ * the release then asks the gate again in the same attempt, and the nodes that said "held" too,
+ * rather than wait for the far nodes' answers to decide the attempt before a new one (a round trip
+ * to the quorum-th node, where the gate's is a fraction of it). Where the nodes stand alike, the
+ * attempt is decided about when the gate answers, and a new take costs no more.
+ */
+export function gateNearerThanQuorum(rtts: readonly number[], nodes: number, gate: number, quorum: number): boolean {
+  const oneWay = knownOneWay(rtts, nodes);
+  if (oneWay === undefined) return false;
+  const reached = [...oneWay].sort((a, b) => a - b)[quorum - 1] as number;
+  return reached > 2 * (oneWay[gate] as number) + MIN_SHIFT_MS;
+}
+
 /** Half of each of `nodes` round trips, or `undefined` while one is unknown. */
 function knownOneWay(rtts: readonly number[], nodes: number): number[] | undefined {
   const oneWay: number[] = [];

@@ -63,6 +63,11 @@ export interface GateRole {
    * attempt's first send.
    */
   readonly gateTaken: () => boolean | Promise<boolean>;
+  /**
+   * Whether the gate's part is still asking the gate (it landed before the release, which is due,
+   * and asks again): meanwhile a node that answers "held" is asked again as while the gate is ours.
+   */
+  readonly gateTrying?: (() => boolean) | undefined;
   readonly retryHeldMs: number;
   readonly retryHeldEveryMs: number;
   /**
@@ -232,8 +237,11 @@ async function acquireBehindGate(
   const until = options.clock.now() + gate.retryHeldMs;
   for (;;) {
     const outcome = await acquireOnNode(engine.node(index), keys, token, ttlMs, context);
-    if (outcome !== "held" || !(await gate.gateTaken()) || options.clock.now() + gate.retryHeldEveryMs > until)
-      return outcome;
+    if (outcome !== "held" || options.clock.now() + gate.retryHeldEveryMs > until) return outcome;
+    if (!gate.gateTrying?.() && !(await gate.gateTaken())) return outcome;
+    // Asked again only while the lock's release stays within the request budget.
+    const meter = request.meter;
+    if (meter !== undefined && meter.sent + 1 + engine.nodes.length > options.requestBudget) return outcome;
     await sleep(gate.retryHeldEveryMs, context.signal);
   }
 }

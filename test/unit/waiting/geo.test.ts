@@ -64,12 +64,16 @@ function overlaps(holds: readonly Hold[]): number {
 
 /**
  * The aimed takes whose requests left at different times (more than `staggerMs` apart): each as
- * the times its requests reached their nodes (a node asked again after "held" counts once, by its
- * first request). A take is its gate request in `aim` mode and the `SET`s with the same token.
+ * the times its requests reached their nodes (a node asked again counts once, by its first
+ * request). A take is its gate request in `aim` mode and the `SET`s with the same token.
  */
 function staggeredTakes(requests: readonly Sent[], staggerMs: number): number[][] {
   const takes: number[][] = [];
+  const seen = new Set<string | undefined>();
   for (const aim of requests.filter((r) => r.kind === "aim")) {
+    // A take that landed early may ask the gate again: its first request is the one aimed.
+    if (seen.has(aim.token)) continue;
+    seen.add(aim.token);
     const parts = [aim];
     for (const r of requests)
       if (r.kind === "set" && r.token === aim.token && !parts.some((p) => p.node === r.node)) parts.push(r);
@@ -155,8 +159,9 @@ describe("a hot key across isolates in different regions", () => {
     // The line keeps its pace: 30 s of sections of 8–177 ms, each handoff at least a round trip
     // to a quorum (71–100 ms). With takes sent to every node at once and releases that freed the
     // gate first, seeds 11–13 gave 87, 84 and 67 sections (mean handoff 236, 245 and 333 ms; the
-    // last with 2 calls that gave up); as now, 111 each (145 ms).
-    expect(holds.length).toBeGreaterThanOrEqual(100);
+    // last with 2 calls that gave up); landing together, 111 each (145 ms); with a take that came
+    // early asking again in its attempt, 117–118 (127–131 ms).
+    expect(holds.length).toBeGreaterThanOrEqual(108);
 
     // A release from where the gate is nearer than a quorum (eu-west-1 and eu-central-1, the gate
     // being node 1) frees the gate no sooner than a quorum of the other nodes has its release.

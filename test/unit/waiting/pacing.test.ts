@@ -12,6 +12,7 @@ import {
   budgetGap,
   distanceRtt,
   type GateFigures,
+  gateNearerThanQuorum,
   gateReleaseDelay,
   hotWindow,
   isOverdue,
@@ -204,6 +205,28 @@ describe("gateReleaseDelay: the gate's part waits until the release could have r
     { what: "fewer round trips known than nodes", rtts: [80.52, 4, 137], gate: 1, expected: 0 },
   ])("$what → $expected", ({ rtts, gate, maxMs, expected }) => {
     expect(gateReleaseDelay(rtts, 5, gate, 3, maxMs ?? 250)).toBeCloseTo(expected, 6);
+  });
+});
+
+describe("gateNearerThanQuorum: a take that came early asks again in its attempt only when the gate is far nearer than a quorum", () => {
+  it.each([
+    {
+      what: "eu-west-1, the gate next door (2 ms) and the quorum 40 ms away",
+      rtts: [80.52, 4, 137, 19.56, 153.2],
+      gate: 1,
+      expected: true,
+    },
+    { what: "eu-west-1, the gate as far as the quorum", rtts: [80.52, 4, 137, 19.56, 153.2], gate: 0, expected: false },
+    { what: "nodes that stand alike", rtts: [20, 21, 24, 26, 27], gate: 0, expected: false },
+    {
+      what: "loopback, where twice a tiny figure is still noise",
+      rtts: [0.4, 1, 1.2, 1.5, 3],
+      gate: 0,
+      expected: false,
+    },
+    { what: "a node not heard from yet", rtts: [80.52, 4, 0, 19.56, 153.2], gate: 1, expected: false },
+  ])("$what → $expected", ({ rtts, gate, expected }) => {
+    expect(gateNearerThanQuorum(rtts, 5, gate, 3)).toBe(expected);
   });
 });
 
