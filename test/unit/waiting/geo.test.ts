@@ -16,6 +16,7 @@ import { gateScript } from "../../../src/waiting/scripts/gate.js";
 import { gateReleaseScript } from "../../../src/waiting/scripts/gate-release.js";
 import { fakeClock, fakeNodes } from "../support/fake-node.js";
 import { resolvesOnFakeTime, useFakeTime } from "../support/fake-time.js";
+import { type Hold, jainOf, overlaps } from "../support/holds.js";
 import { seededRandom } from "../support/random.js";
 
 useFakeTime();
@@ -37,13 +38,6 @@ const JITTER_MS = 2;
 const WINDOW_MS = 30_000;
 const KEY = "geo";
 
-interface Hold {
-  readonly isolate: number;
-  readonly start: number;
-  /** When this holder called release(). */
-  readonly end: number;
-}
-
 /** One request an isolate sent: to which node, what it was, when it left and when it reached the node. */
 interface Sent {
   readonly isolate: number;
@@ -53,13 +47,6 @@ interface Sent {
   readonly token?: string;
   readonly sent: number;
   readonly landed: number;
-}
-
-/** Pairs of holds whose windows overlap, in a history sorted by start. */
-function overlaps(holds: readonly Hold[]): number {
-  let count = 0;
-  for (let i = 1; i < holds.length; i++) if ((holds[i] as Hold).start < (holds[i - 1] as Hold).end) count++;
-  return count;
 }
 
 /**
@@ -150,8 +137,7 @@ describe("a hot key across isolates in different regions", () => {
     holds.sort((a, b) => a.start - b.start);
     expect(failures).toEqual([]);
     expect(overlaps(holds)).toBe(0);
-    const grants = Array.from({ length: isolates }, (_, k) => holds.filter((h) => h.isolate === k).length);
-    const jain = holds.length ** 2 / (isolates * grants.reduce((sum, g) => sum + g * g, 0));
+    const jain = jainOf(holds, isolates);
     expect(jain).toBeGreaterThanOrEqual(0.8);
     // Each call, its release included, within the Workers Free plan's 50 subrequests (counted
     // here as everything its isolate sent meanwhile, background work of earlier calls included).

@@ -11,6 +11,7 @@ import { gateIndex } from "../../../src/waiting/gate.js";
 import { gateScript } from "../../../src/waiting/scripts/gate.js";
 import { fakeClock, fakeNodes } from "../support/fake-node.js";
 import { resolvesOnFakeTime, useFakeTime } from "../support/fake-time.js";
+import { type Hold, jainOf, overlaps } from "../support/holds.js";
 import { seededRandom } from "../support/random.js";
 
 useFakeTime();
@@ -20,19 +21,6 @@ const ONE_WAY_MS = 10;
 const JITTER_MS = 3;
 const CRITICAL_MS = 40;
 const WINDOW_MS = 10_000;
-
-interface Hold {
-  readonly isolate: number;
-  readonly start: number;
-  readonly end: number;
-}
-
-/** Pairs of holds whose windows overlap, in a history sorted by start. */
-function overlaps(holds: readonly Hold[]): number {
-  let count = 0;
-  for (let i = 1; i < holds.length; i++) if ((holds[i] as Hold).start < (holds[i - 1] as Hold).end) count++;
-  return count;
-}
 
 /** The most of `times` that fall in any window of a second. */
 function densestSecond(times: readonly number[]): number {
@@ -100,8 +88,7 @@ describe("a hot key across separate isolates", () => {
     // The lock keeps moving: a handoff costs at least a critical section and a round trip (60 ms,
     // 166 in 10 s); a line that lost its turns would grant far fewer.
     expect(holds.length).toBeGreaterThanOrEqual(100);
-    const grants = Array.from({ length: ISOLATES }, (_, k) => holds.filter((h) => h.isolate === k).length);
-    const jain = holds.length ** 2 / (ISOLATES * grants.reduce((sum, g) => sum + g * g, 0));
+    const jain = jainOf(holds, ISOLATES);
     expect(jain).toBeGreaterThanOrEqual(0.9);
     // Each call, its release included, within the default request budget of 40.
     expect(Math.max(...perCall)).toBeLessThanOrEqual(40);
