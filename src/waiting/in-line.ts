@@ -143,9 +143,11 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
         nextPollMs = 0;
         continue;
       }
+      // Its requests land together when the gate's does: the take starts the gate's delay
+      // earlier, with the farthest node's request (see `pacing.takeDelays`).
       const delays = takeDelays(hot.nodeRtts(), w.engine.nodes.length);
-      const aim = sentAt + answer.freeInMs + margin(answer.holdDeviationMs, s.rttMs) - (delays?.[w.gate] ?? 0);
-      const handedOver = await pauseOrTakeOver(w, Math.max(0, aim - w.now()), true);
+      const start = sentAt + answer.freeInMs + margin(answer.holdDeviationMs, s.rttMs) - (delays?.[w.gate] ?? 0);
+      const handedOver = await pauseOrTakeOver(w, Math.max(0, start - w.now()), true);
       const lock = await takeTurn(w, handedOver, delays);
       if (lock) return lock;
       nextPollMs = interval;
