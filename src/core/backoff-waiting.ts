@@ -13,7 +13,7 @@ import type { Engine } from "./engine.js";
 import type { Lock } from "./lock.js";
 import { abortedError, attemptOnce, failureError, rateLimitOf } from "./operations/acquire.js";
 import { summary } from "./operations/summary.js";
-import { type AcquireRequest, MAX_DELAY_MS, type ResolvedOptions } from "./options.js";
+import { type AcquireRequest, MAX_DELAY_MS, type ResolvedOptions, withinBudget } from "./options.js";
 import type { WaitingStrategy } from "./waiting.js";
 
 /** Waiting by backoff alone (see the module's documentation). */
@@ -101,8 +101,8 @@ export function checkBudget(
   next: number,
   nodeCount: number,
 ): void {
+  if (withinBudget(request.options, sent, next, nodeCount)) return;
   const budget = request.options.requestBudget;
-  if (sent + next + nodeCount <= budget) return;
   const ended = reports.length > 0 ? failureError(request.resources, reports, request.options.quorum) : undefined;
   throw new RequestBudgetError(
     `acquiring ${request.resources.join(", ")} gave up after ${sent} requests${ended ? ` (${ended.code})` : ""}: going on would pass the requestBudget of ${budget} (${nodeCount} kept for the release)`,

@@ -382,3 +382,11 @@ export interface AcquireRequest {
   /** Counts the call's requests, for its request budget (absent for a lock's own cleanup). */
   readonly meter?: RequestMeter | undefined;
 }
+
+/**
+ * Whether `next` more requests after `sent` leave the release of the lock (one request per node of
+ * `nodeCount`) within `requestBudget`: what every part of an acquisition asks before it sends more.
+ */
+export function withinBudget(o: ResolvedOptions, sent: number, next: number, nodeCount: number): boolean {
+  return sent + next + nodeCount <= o.requestBudget;
+}

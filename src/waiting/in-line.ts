@@ -10,6 +10,7 @@ import { sleep } from "../base/signals.js";
 import { withAttempts } from "../core/backoff-waiting.js";
 import type { TaskContext } from "../core/fanout.js";
 import { Lock } from "../core/lock.js";
+import { withinBudget } from "../core/options.js";
 import { randomToken } from "../core/token.js";
 import { fanOut } from "./attempts.js";
 import type { GateAnswer } from "./gate.js";
@@ -257,7 +258,7 @@ async function speculativeTake(w: Waiter, delays?: number[]): Promise<Lock | Gat
           if (!askAgain || answer.taken || !releaseImminent(answer, s.rttMs)) break;
           if (
             w.now() + retry.retryHeldEveryMs > until ||
-            w.requestsSent() + 1 + w.engine.nodes.length > w.o.requestBudget
+            !withinBudget(w.o, w.requestsSent(), 1, w.engine.nodes.length)
           )
             break;
           await sleep(retry.retryHeldEveryMs, context.signal);

@@ -9,7 +9,7 @@ import { sleep } from "../base/signals.js";
 import { patience } from "../core/backoff.js";
 import { acquireTimeout, policyDelay, stopAfter } from "../core/backoff-waiting.js";
 import { abortedError, failureError } from "../core/operations/acquire.js";
-import { MAX_DELAY_MS } from "../core/options.js";
+import { MAX_DELAY_MS, withinBudget } from "../core/options.js";
 import type { GateAnswer } from "./gate.js";
 import { leave } from "./gate-client.js";
 import type { Waiter } from "./state.js";
@@ -112,7 +112,7 @@ export function abandon(w: Waiter, reason: unknown): never {
  * never in the middle of a turn.
  */
 export function roomForPoll(w: Waiter): boolean {
-  return w.requestsSent() + 1 + 2 * w.engine.nodes.length <= w.o.requestBudget;
+  return withinBudget(w.o, w.requestsSent(), 1 + w.engine.nodes.length, w.engine.nodes.length);
 }
 
 /** Waiting ends without a lock: the failure of the attempts made, or one last attempt when none was. */

@@ -166,8 +166,7 @@ export function gateReleaseDelay(
 ): number {
   const oneWay = knownOneWay(rtts, nodes);
   if (oneWay === undefined) return 0;
-  const reached = [...oneWay].sort((a, b) => a - b)[quorum - 1] as number;
-  const delay = reached - (oneWay[gate] as number);
+  const delay = quorumOneWay(oneWay, quorum) - (oneWay[gate] as number);
   return delay < MIN_SHIFT_MS ? 0 : Math.min(delay, maxMs);
 }
 
@@ -196,8 +195,12 @@ export function takeDelays(rtts: readonly number[], nodes: number): number[] | u
 export function gateNearerThanQuorum(rtts: readonly number[], nodes: number, gate: number, quorum: number): boolean {
   const oneWay = knownOneWay(rtts, nodes);
   if (oneWay === undefined) return false;
-  const reached = [...oneWay].sort((a, b) => a - b)[quorum - 1] as number;
-  return reached > 2 * (oneWay[gate] as number) + MIN_SHIFT_MS;
+  return quorumOneWay(oneWay, quorum) > 2 * (oneWay[gate] as number) + MIN_SHIFT_MS;
+}
+
+/** The quorum-th shortest of `oneWay`: when a request sent to every node has reached a quorum. */
+function quorumOneWay(oneWay: readonly number[], quorum: number): number {
+  return [...oneWay].sort((a, b) => a - b)[quorum - 1] as number;
 }
 
 /** Half of each of `nodes` round trips, or `undefined` while one is unknown. */

@@ -14,7 +14,7 @@ import type { Engine, Vote } from "../engine.js";
 import type { FanOut, TaskContext } from "../fanout.js";
 import { Lock, type LockOperations } from "../lock.js";
 import { acquireOnNode, readSet, setOnNode } from "../node-operations.js";
-import type { AcquireRequest, Fencing, ResolvedOptions } from "../options.js";
+import { type AcquireRequest, type Fencing, type ResolvedOptions, withinBudget } from "../options.js";
 import { isFailure, reasonPending, refusalReason } from "../quorum.js";
 import { randomToken } from "../token.js";
 import { cleanUpAcquisition } from "./cleanup.js";
@@ -241,7 +241,7 @@ async function acquireBehindGate(
     if (!gate.gateTrying?.() && !(await gate.gateTaken())) return outcome;
     // Asked again only while the lock's release stays within the request budget.
     const meter = request.meter;
-    if (meter !== undefined && meter.sent + 1 + engine.nodes.length > options.requestBudget) return outcome;
+    if (meter !== undefined && !withinBudget(options, meter.sent, 1, engine.nodes.length)) return outcome;
     await sleep(gate.retryHeldEveryMs, context.signal);
   }
 }
