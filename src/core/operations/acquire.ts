@@ -235,14 +235,19 @@ async function acquireBehindGate(
 ): Promise<NodeOutcomeKind> {
   const { keys, ttlMs, options } = request;
   const until = options.clock.now() + gate.retryHeldMs;
+  // Asked again only while the lock's release stays within the request budget. Checked again
+  // right before the send: the other nodes asked again during the sleep passed the same check
+  // then, and each of them has sent since (a send counts at once, so a check and its send are
+  // one step).
+  const roomForOneMore = () =>
+    request.meter === undefined || withinBudget(options, request.meter.sent, 1, engine.nodes.length);
   for (;;) {
     const outcome = await acquireOnNode(engine.node(index), keys, token, ttlMs, context);
     if (outcome !== "held" || options.clock.now() + gate.retryHeldEveryMs > until) return outcome;
     if (!gate.gateTrying?.() && !(await gate.gateTaken())) return outcome;
-    // Asked again only while the lock's release stays within the request budget.
-    const meter = request.meter;
-    if (meter !== undefined && !withinBudget(options, meter.sent, 1, engine.nodes.length)) return outcome;
+    if (!roomForOneMore()) return outcome;
     await sleep(gate.retryHeldEveryMs, context.signal);
+    if (!roomForOneMore()) return outcome;
   }
 }
 
