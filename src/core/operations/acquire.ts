@@ -234,7 +234,8 @@ async function acquireBehindGate(
   context: TaskContext,
 ): Promise<NodeOutcomeKind> {
   const { keys, ttlMs, options } = request;
-  const until = options.clock.now() + gate.retryHeldMs;
+  const startedAt = options.clock.now();
+  let until: number | undefined;
   // Asked again only while the lock's release stays within the request budget. Checked again
   // right before the send: the other nodes asked again during the sleep passed the same check
   // then, and each of them has sent since (a send counts at once, so a check and its send are
@@ -243,7 +244,14 @@ async function acquireBehindGate(
     request.meter === undefined || withinBudget(options, request.meter.sent, 1, engine.nodes.length);
   for (;;) {
     const outcome = await acquireOnNode(engine.node(index), keys, token, ttlMs, context);
-    if (outcome !== "held" || options.clock.now() + gate.retryHeldEveryMs > until) return outcome;
+    if (outcome !== "held") return outcome;
+    // The window counts from the node's first "held": a far node's answer alone takes its round
+    // trip, and counted from the send, the window was over before it came (the attempt failed with
+    // the gate ours, and the line waited for the placeholder left there). Each request asked again
+    // is answered within the attempt's deadline, as the first was.
+    const now = options.clock.now();
+    until ??= Math.min(now, startedAt + options.requestTimeoutMs - (now - startedAt)) + gate.retryHeldMs;
+    if (now + gate.retryHeldEveryMs > until) return outcome;
     if (!gate.gateTrying?.() && !(await gate.gateTaken())) return outcome;
     if (!roomForOneMore()) return outcome;
     await sleep(gate.retryHeldEveryMs, context.signal);

@@ -109,3 +109,61 @@ describe("the other nodes asked again behind the gate", () => {
     expect(result.sent).toBeGreaterThan(32);
   });
 });
+
+/**
+ * A waiter 20 ms (one way) from the gate and `farMs` from every other node, first in line behind a
+ * holder in another isolate whose release reaches the gate at once and the other nodes `lagMs`
+ * later. Returns how long after the release the waiter had the lock, and in which attempt.
+ */
+async function farFromTheOthers(farMs: number, lagMs: number) {
+  const nodes = fakeNodes(NODES);
+  const gate = gateIndex([KEY], NODES);
+  let releaseLags = false;
+  const holderIsolate: RedisNode[] = nodes.map((node, i) => ({
+    id: node.id,
+    async command(args: readonly RedisArgument[], signal: AbortSignal) {
+      if (releaseLags && i !== gate) await after(lagMs);
+      return node.command(args, signal);
+    },
+  }));
+  const waiterIsolate: RedisNode[] = nodes.map((node, i) => ({
+    id: node.id,
+    async command(args: readonly RedisArgument[], signal: AbortSignal) {
+      const oneWay = i === gate ? 20 : farMs;
+      await after(oneWay);
+      const reply = await node.command(args, signal);
+      await after(oneWay);
+      return reply;
+    },
+  }));
+  const holder = new Redlock({ nodes: holderIsolate, clock: fakeClock });
+  const held = await run(holder.acquire(KEY, 10_000), 1);
+  const waiter = new Redlock({ nodes: waiterIsolate, clock: fakeClock });
+  let grantedAt = 0;
+  let attempt = 0;
+  const call = waiter.acquire(KEY, 10_000).then(async (lock) => {
+    grantedAt = Date.now();
+    attempt = lock.acquireReport.attempt;
+    await lock.release();
+  });
+  await vi.advanceTimersByTimeAsync(600);
+  releaseLags = true;
+  const releasedAt = Date.now();
+  expect(await resolvesOnFakeTime(Promise.all([call, held.release()]), 60_000)).toBe(true);
+  return { afterRelease: grantedAt - releasedAt, attempt };
+}
+
+describe("a node asked again behind the gate, far from the waiter", () => {
+  it("is asked again for as long after its first answer as a near node is: the take wins in its attempt", async () => {
+    // The window for asking again is a few of the waiter's round trips to the gate, at most
+    // 100 ms. Counted from the send, it was over before a node 60 ms away could say "held": with
+    // the release 200-300 ms late there, the attempt failed with the gate ours, and the line
+    // waited for the placeholder left on it (3 attempts, 614 ms after the release at 200 ms).
+    for (const lagMs of [100, 150, 200, 250, 300]) {
+      const { afterRelease, attempt } = await farFromTheOthers(60, lagMs);
+      // The first attempt is the plain fan-out before the line; the second took the gate.
+      expect({ lagMs, attempt }).toEqual({ lagMs, attempt: 2 });
+      expect(afterRelease).toBeLessThanOrEqual(400);
+    }
+  });
+});
