@@ -153,7 +153,9 @@ describe("a hot key across isolates in different regions", () => {
     // The line keeps its pace: 30 s of sections of 8–177 ms, each handoff at least a round trip
     // to a quorum (71–100 ms). Seeds 11–13 (see docs/benchmarks.md for the runs): 67–87 sections
     // with takes sent to every node at once and releases that freed the gate first, 111 landing
-    // together, 117–118 with a take that came early asking again in its attempt.
+    // together, 117–118 with a take that came early asking again in its attempt, 111–112 with far
+    // nodes asked again behind the gate as long as near ones (the line settles in another order of
+    // regions: the cost of that change here; it is for lines where a far node was never asked).
     expect(holds.length).toBeGreaterThanOrEqual(108);
 
     // A release from where the gate is nearer than a quorum (eu-west-1 and eu-central-1, the gate
