@@ -14,7 +14,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { Redis } from "ioredis";
 import type { CallerFigures, IsolateConfig, IsolateFigures } from "./isolate-protocol.js";
-import { describeRequest, traceRecorder } from "./isolate-trace.js";
+import { describeReply, describeRequest, traceRecorder } from "./isolate-trace.js";
 import { restPipeline } from "./raw.js";
 import { sleep } from "./stats.js";
 import { createClient, type LockClient, SYSTEMS } from "./systems.js";
@@ -87,7 +87,10 @@ function delayingFetch(real: typeof fetch, rttByOrigin: Map<string, number>, loc
     const response = await real(input, init);
     const body = await response.arrayBuffer();
     await pause(half, signal);
-    if (traced) tracer?.record("recv", traced);
+    if (traced) {
+      const reply = describeReply(traced, new TextDecoder().decode(body));
+      tracer?.record("recv", reply === undefined ? traced : `${traced} ${reply}`);
+    }
     return new Response(NULL_BODY_STATUS.has(response.status) ? null : body, {
       status: response.status,
       statusText: response.statusText,

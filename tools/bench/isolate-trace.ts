@@ -4,21 +4,26 @@
  *
  * With `ISOLATE_TRACE=<dir>` in the environment of `npm run bench -- --parts isolates …`, every
  * client process writes `<dir>/<system>-<policy>-<pid>.log` when it exits: one line per event,
- * `<epoch ms> <pid> <event> [node port] [command]`, where the event is `send` or `recv` (a request
- * to a lock node through the process's `fetch`, at the moment the simulated latency lets it leave
- * or arrive), `granted` (acquire() returned a lock) or `release` (release() called). TCP peers'
- * commands go through ioredis, not `fetch`: their traces hold grants and releases only.
+ * `<epoch ms> <pid> <event> [node port] [command] [script] [answer]`, where the event is `send` or
+ * `recv` (a request to a lock node through the process's `fetch`, at the moment the simulated
+ * latency lets it leave or arrive; for a library script its name, the gate's with its mode, and on
+ * `recv` the gate's answer, see {@link describeReply}), `granted` (acquire() returned a lock) or
+ * `release` (release() called). TCP peers' commands go through ioredis, not `fetch`: their traces
+ * hold grants and releases only.
  *
  * `npx tsx tools/bench/isolate-trace.ts <dir> [quorum]` prints, per system: the time from one holder's
  * release() to the next grant (the handoff's cost beyond the critical section), how many of those
  * handoffs the next holder won with one take (a `SET` fan-out) and how many needed more, how many
  * it won with a take aimed at the release and how many with one sent after a poll took the gate,
  * when the single take left relative to the release, how long a take took to its quorum-th answer
- * (`quorum`: 3 for the parts' N = 5), and the critical section's own spread.
+ * (`quorum`: 3 for the parts' N = 5), how many handoffs waited for a placeholder on the gate to run
+ * out, and the critical section's own spread.
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { scriptBySha } from "../../src/testing/scripts.js";
+import { gateScript } from "../../src/waiting/scripts/gate.js";
 
 /** One traced event. */
 export interface TraceEvent {
@@ -29,6 +34,10 @@ export interface TraceEvent {
   /** For send and recv: the node's port and the command's name (`SET`, `EVALSHA`, …). */
   readonly node?: string;
   readonly command?: string;
+  /** For EVALSHA of a library script: its name, and for the gate's script its mode (`gate:take`). */
+  readonly script?: string;
+  /** For recv of the gate's script: its answer's first figures, `taken,rank,pttl,freeIn` (see {@link describeReply}). */
+  readonly reply?: string;
 }
 
 /** A recorder for this process, or `undefined` when tracing is off. */
@@ -47,17 +56,42 @@ export function traceRecorder(
   };
 }
 
-/** A request's node port and command name, for the trace (never its arguments: keys and tokens stay out). */
+/**
+ * A request's node port and command name, for the trace, and for a library script its name (the
+ * gate's with its mode): never keys, tokens or other arguments.
+ */
 export function describeRequest(url: string, body: unknown): string {
   let command = "?";
+  let script = "";
   try {
     const parsed = JSON.parse(String(body)) as unknown;
-    if (Array.isArray(parsed) && typeof parsed[0] === "string") command = parsed[0].toUpperCase();
-    else if (Array.isArray(parsed) && Array.isArray(parsed[0])) command = "PIPELINE";
+    if (Array.isArray(parsed) && typeof parsed[0] === "string") {
+      command = parsed[0].toUpperCase();
+      const known = command === "EVALSHA" && typeof parsed[1] === "string" ? scriptBySha(parsed[1]) : undefined;
+      if (known === gateScript) script = ` gate:${String(parsed[4 + Number(parsed[2])])}`;
+      else if (known !== undefined) script = ` ${known.name}`;
+    } else if (Array.isArray(parsed) && Array.isArray(parsed[0])) command = "PIPELINE";
   } catch {
     // Not JSON: "?"
   }
-  return `${new URL(url).port} ${command}`;
+  return `${new URL(url).port} ${command}${script}`;
+}
+
+/**
+ * For an answer of the gate's script (`described` as {@link describeRequest} put it), its first
+ * figures, `taken,rank,pttl,freeIn` (after a take, the 4th is how long ago the last release went
+ * through the gate, -1 when the keys were free without one); nothing for any other answer.
+ */
+export function describeReply(described: string, text: string): string | undefined {
+  if (!described.includes(" gate:")) return undefined;
+  try {
+    const { result } = JSON.parse(text) as { result?: unknown };
+    if (Array.isArray(result) && result.length >= 4 && result.slice(0, 4).every(Number.isInteger))
+      return result.slice(0, 4).join(",");
+  } catch {
+    // Not the gate's answer (an error, a body of another shape).
+  }
+  return undefined;
 }
 
 /** Parses one trace file's text. */
@@ -66,8 +100,8 @@ export function parseTrace(text: string): TraceEvent[] {
     .split("\n")
     .filter((line) => line.trim() !== "")
     .map((line) => {
-      const [at, pid, event, node, command] = line.split(" ");
-      return { at: Number(at), pid: pid as string, event: event as TraceEvent["event"], node, command };
+      const [at, pid, event, node, command, script, reply] = line.split(" ");
+      return { at: Number(at), pid: pid as string, event: event as TraceEvent["event"], node, command, script, reply };
     });
 }
 
@@ -82,6 +116,12 @@ export interface TraceFigures {
   /** Handoffs whose winning take was aimed at the release, and those whose take followed a poll that took the gate. */
   aimed: { count: number; gap: Quantiles };
   afterPoll: { count: number; gap: Quantiles };
+  /**
+   * Handoffs whose next holder's last take of the gate found it free with no release through the
+   * gate since the take before (a placeholder ran out, or a lock): the line waited for a key
+   * nobody held. Only from traces that carry the gate's answers.
+   */
+  unreleased: { count: number; gap: Quantiles };
   /** Of the one-take handoffs: when the take left, from the release() call (negative: before it). */
   takeOffset: Quantiles;
   /** A take's first request → its quorum-th answer. */
@@ -134,7 +174,7 @@ export function analyseTrace(events: readonly TraceEvent[], quorum: number): Tra
     else byPid.set(e.pid, [e]);
   }
   const gaps: number[] = [];
-  const gapsBy = { aimed: [] as number[], afterPoll: [] as number[] };
+  const gapsBy = { aimed: [] as number[], afterPoll: [] as number[], unreleased: [] as number[] };
   const offsets: number[] = [];
   const toQuorum: number[] = [];
   const sections: number[] = [];
@@ -158,6 +198,11 @@ export function analyseTrace(events: readonly TraceEvent[], quorum: number): Tra
     const gap = e.at - release.at;
     gaps.push(gap);
     const mine = (byPid.get(e.pid) ?? []).filter((x) => x.at >= release.at - EARLY_MS && x.at < e.at);
+    const gateTake = (byPid.get(e.pid) ?? [])
+      .filter((x) => x.event === "recv" && x.at < e.at && x.reply?.startsWith("1,"))
+      .at(-1);
+    if (gateTake !== undefined && gateTake.at >= release.at - MAX_GAP_MS && gateTake.reply?.split(",")[3] === "-1")
+      gapsBy.unreleased.push(gap);
     const sends = mine.filter((x) => x.event === "send");
     const takes: { first: number; last: number; nodes: Set<string | undefined> }[] = [];
     for (const send of sends.filter((x) => x.command === "SET")) {
@@ -195,6 +240,7 @@ export function analyseTrace(events: readonly TraceEvent[], quorum: number): Tra
     moreTakes,
     aimed: { count: gapsBy.aimed.length, gap: quantiles(gapsBy.aimed) },
     afterPoll: { count: gapsBy.afterPoll.length, gap: quantiles(gapsBy.afterPoll) },
+    unreleased: { count: gapsBy.unreleased.length, gap: quantiles(gapsBy.unreleased) },
     takeOffset: quantiles(offsets),
     takeToQuorum: quantiles(toQuorum),
     section: { ...section, sd },
@@ -228,6 +274,10 @@ if (process.argv[1]?.endsWith("isolate-trace.ts") && import.meta.url === pathToF
       console.log(`  won with one take: ${f.oneTake}; with more: ${f.moreTakes}`);
       console.log(`  won by a take aimed at the release: ${f.aimed.count}, release() → grant ${show(f.aimed.gap)}`);
       console.log(`  won after a poll took the gate: ${f.afterPoll.count}, release() → grant ${show(f.afterPoll.gap)}`);
+      if (f.unreleased.count > 0)
+        console.log(
+          `  of all: the gate taken free with no release since the take before (a placeholder ran out): ${f.unreleased.count}, release() → grant ${show(f.unreleased.gap)}`,
+        );
       console.log(`  the one take left, from release(): ${show(f.takeOffset)}`);
       console.log(`  a take to its quorum-th answer: ${show(f.takeToQuorum)}`);
     }

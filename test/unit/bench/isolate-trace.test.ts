@@ -4,7 +4,9 @@
  * quorum-th answer, and the critical section. The trace never carries a request's arguments.
  */
 import { describe, expect, it } from "vitest";
-import { analyseTrace, describeRequest, parseTrace } from "../../../tools/bench/isolate-trace.js";
+import { releaseScript } from "../../../src/core/scripts/release.js";
+import { gateScript } from "../../../src/waiting/scripts/gate.js";
+import { analyseTrace, describeReply, describeRequest, parseTrace } from "../../../tools/bench/isolate-trace.js";
 
 /** A take by `pid` at `at`: SETs to 4 nodes and the gate's script, answered `answers` ms later each. */
 function take(pid: string, at: number, answers: readonly number[]): string[] {
@@ -77,11 +79,53 @@ describe("the isolates trace analysis", () => {
     expect(f.section.mean).toBe(50);
   });
 
-  it("describes a request by its node's port and command name only", () => {
+  it("describes a request by its node's port, command name and library script only", () => {
     const body = JSON.stringify(["SET", "secret-key", "secret-token", "NX", "PX", 10000]);
     const described = describeRequest("http://127.0.0.1:40001/", body);
     expect(described).toBe("40001 SET");
     expect(describeRequest("http://127.0.0.1:40001/pipeline", JSON.stringify([["GET", "k"]]))).toBe("40001 PIPELINE");
     expect(describeRequest("http://127.0.0.1:40001/", "not json")).toBe("40001 ?");
+    // The gate's script with its mode, another library script by name: never a key or a token.
+    const poll = ["EVALSHA", gateScript.sha1, 4, "secret-key", "q", "l", "s", "waiter-id", "aim", "secret-token", 5000];
+    expect(describeRequest("http://127.0.0.1:40001/", JSON.stringify(poll))).toBe("40001 EVALSHA gate:aim");
+    const release = ["EVALSHA", releaseScript.sha1, 1, "secret-key", "secret-token"];
+    expect(describeRequest("http://127.0.0.1:40001/", JSON.stringify(release))).toBe("40001 EVALSHA release");
+    expect(describeRequest("http://127.0.0.1:40001/", JSON.stringify(["EVALSHA", "f".repeat(40), 0]))).toBe(
+      "40001 EVALSHA",
+    );
+  });
+
+  it("keeps the gate's answer, its first four figures, and no other", () => {
+    const gate = "40001 EVALSHA gate:take";
+    expect(describeReply(gate, JSON.stringify({ result: [1, 0, -2, -1, 120, 7, 3, 200, 9, 0, 2] }))).toBe("1,0,-2,-1");
+    expect(describeReply(gate, JSON.stringify({ error: "ERR" }))).toBeUndefined();
+    expect(describeReply("40001 SET", JSON.stringify({ result: "OK" }))).toBeUndefined();
+    expect(describeReply("40001 EVALSHA release", JSON.stringify({ result: 1 }))).toBeUndefined();
+  });
+
+  it("counts the handoffs whose taker found the gate free with no release since the take before", () => {
+    const text = [
+      "1000 a granted",
+      "1050 a release",
+      // b's poll takes a gate that a release freed 10 ms ago: a handoff like any other.
+      "1060 b send 5 EVALSHA gate:take",
+      "1070 b recv 5 EVALSHA gate:take 1,0,-2,10",
+      ...["1", "2", "3", "4"].flatMap((node) => [`1071 b send ${node} SET`, `1091 b recv ${node} SET`]),
+      "1092 b granted",
+      "1142 b release",
+      // c's take found the gate free with no release since the take before: a placeholder ran out.
+      "1150 c send 5 EVALSHA gate:take",
+      "1160 c recv 5 EVALSHA gate:take 0,0,300,0",
+      "1600 c send 5 EVALSHA gate:take",
+      "1610 c recv 5 EVALSHA gate:take 1,0,-2,-1",
+      ...["1", "2", "3", "4"].flatMap((node) => [`1611 c send ${node} SET`, `1631 c recv ${node} SET`]),
+      "1632 c granted",
+    ].join("\n");
+    const f = analyseTrace(parseTrace(text), 3);
+    expect(f.handoffs).toBe(2);
+    expect(f.unreleased).toEqual({ count: 1, gap: expect.objectContaining({ mean: 1632 - 1142 }) });
+    // Negative control: the same trace without the gate's answers counts none.
+    const bare = text.replace(/ gate:take( \S+)?/g, "");
+    expect(analyseTrace(parseTrace(bare), 3).unreleased.count).toBe(0);
   });
 });
