@@ -246,9 +246,9 @@ async function acquireBehindGate(
     const outcome = await acquireOnNode(engine.node(index), keys, token, ttlMs, context);
     if (outcome !== "held") return outcome;
     // The window counts from the node's first "held": a far node's answer alone takes its round
-    // trip, and counted from the send, the window was over before it came (the attempt failed with
-    // the gate ours, and the line waited for the placeholder left there). Each request asked again
-    // is answered within the attempt's deadline, as the first was.
+    // trip, and a window counted from the send could close before it came, failing an attempt
+    // whose gate is ours. A request asked again is answered within the attempt's deadline, as the
+    // first was.
     const now = options.clock.now();
     until ??= Math.min(now, startedAt + options.requestTimeoutMs - (now - startedAt)) + gate.retryHeldMs;
     if (now + gate.retryHeldEveryMs > until) return outcome;
