@@ -124,6 +124,29 @@ describe("checkNodes: the node clock's rate", () => {
     expect(report.summary.some((line) => line.includes("error CLOCK_RATE_FAST: fast's clock runs fast"))).toBe(true);
   });
 
+  it("bounds the ratio by the round trips, wherever within them the node read its clock", async () => {
+    // A 1.1× node that reads its clock as a request arrives and answers the first TIME 150 ms
+    // later: taken at the round trip's midpoint, that reading is 75 ms late, and the ratio comes
+    // out at 1.4. The true ratio must still be within ratio ± uncertainty.
+    const fast = skewed(1.1, "fast");
+    let times = 0;
+    const lateFirstAnswer: RedisNode = {
+      id: fast.id,
+      async command(args, signal) {
+        const reply = await fast.command(args, signal);
+        if (args[0] === "TIME" && times++ === 0) await new Promise((r) => setTimeout(r, 150));
+        return reply;
+      },
+    };
+    const report = await checkOnFakeTime([lateFirstAnswer], { clockSpacingMs: SPACING });
+    const rate = report.nodes[0]?.clockRate;
+    expect(rate?.ratio).toBeCloseTo(1.4, 6);
+    expect(Math.abs((rate?.ratio ?? 0) - 1.1)).toBeLessThanOrEqual(rate?.uncertainty ?? 0);
+    // Negative control: on the same node, answered at once, the bound is tight.
+    const prompt = await checkOnFakeTime([skewed(1.1, "prompt")], { clockSpacingMs: SPACING });
+    expect(prompt.nodes[0]?.clockRate?.uncertainty).toBeLessThan(0.011);
+  });
+
   it("compares against the client's driftFactor: 1.1× passes with driftFactor 0.2", async () => {
     const report = await checkOnFakeTime([skewed(1.1, "fast")], { clockSpacingMs: SPACING }, 0.2);
     expect(finding(report.nodes[0], "CLOCK_RATE_OK")?.message).toContain("within driftFactor 0.2");
