@@ -192,11 +192,20 @@ async function measureClock(
     const second = await readTime(node, p);
     const localElapsedMs = second.midMs - first.midMs;
     if (!(localElapsedMs > 0)) throw new NodeError(node.id, "the local clock did not advance between the readings");
+    const nodeElapsedMs = second.nodeMs - first.nodeMs;
+    const ratio = nodeElapsedMs / localElapsedMs;
+    // Each reading was taken somewhere within its round trip, at most half of it from the
+    // midpoint, plus a millisecond for the clocks' granularity: the local time between the
+    // readings is within `slack` of `localElapsedMs`. The ratio's bounds are the node's elapsed
+    // time over the two extremes, which lie further from `ratio` the further it is from 1, and
+    // further above it than below.
+    const slack = (first.rttMs + second.rttMs) / 2 + CLOCK_GRANULARITY_MS;
+    const shortest = localElapsedMs - slack;
+    const highest = shortest > 0 ? nodeElapsedMs / shortest : Number.POSITIVE_INFINITY;
+    const lowest = nodeElapsedMs / (localElapsedMs + slack);
     const rate: ClockRate = {
-      ratio: (second.nodeMs - first.nodeMs) / localElapsedMs,
-      // Each reading was taken somewhere within its round trip, at most half of it from the
-      // midpoint; plus a millisecond for the clocks' granularity.
-      uncertainty: ((first.rttMs + second.rttMs) / 2 + CLOCK_GRANULARITY_MS) / localElapsedMs,
+      ratio,
+      uncertainty: Math.max(highest - ratio, ratio - lowest),
       localElapsedMs,
     };
     return { finding: clockFinding(node.id, rate, p.driftFactor), rate };

@@ -19,6 +19,8 @@ import {
   restNode,
 } from "../../../src/index.js";
 import { type MemoryNode, memoryNode } from "../../../src/testing/index.js";
+import { fakeClock } from "../support/fake-node.js";
+import { run, useFakeTime } from "../support/fake-time.js";
 
 /** Enough spacing for the clock check to be conclusive on memory nodes (round trips of microseconds). */
 const SPACING = 200;
@@ -99,9 +101,17 @@ describe("checkNodes on healthy memory nodes", () => {
 });
 
 describe("checkNodes: the node clock's rate", () => {
+  // On fake time, for the node clocks (Date.now()) and the client's alike: on real time a reading
+  // lands anywhere within its round trip, and a starved process (2 shared cores under load) drew
+  // round trips of up to 190 ms around a 200 ms spacing, and ratios from 0.57 to 1.30 for 1.1.
+  useFakeTime();
+  /** `checkNodes` on a client of `nodes` on the fake clock, fake time moving on until it ends. */
+  const checkOnFakeTime = (nodes: RedisNode[], options: Parameters<typeof checkNodes>[1], driftFactor?: number) =>
+    run(checkNodes(new Redlock({ nodes, clock: fakeClock, driftFactor }), options), 5);
+
   it("flags a node whose clock runs 1.1× as fast as an error: its keys expire early", async () => {
     const nodes = [memoryNode(), skewed(1.1, "fast"), memoryNode()];
-    const report = await checkNodes(new Redlock({ nodes }), { clockSpacingMs: SPACING });
+    const report = await checkOnFakeTime(nodes, { clockSpacingMs: SPACING });
     const fast = report.nodes[1];
     expect(fast?.level).toBe("error");
     expect(finding(fast, "CLOCK_RATE_FAST")?.level).toBe("error");
@@ -114,22 +124,43 @@ describe("checkNodes: the node clock's rate", () => {
     expect(report.summary.some((line) => line.includes("error CLOCK_RATE_FAST: fast's clock runs fast"))).toBe(true);
   });
 
+  it("bounds the ratio by the round trips, wherever within them the node read its clock", async () => {
+    // A 1.1× node that reads its clock as a request arrives and answers the first TIME 150 ms
+    // later: taken at the round trip's midpoint, that reading is 75 ms late, and the ratio comes
+    // out at 1.4. The true ratio must still be within ratio ± uncertainty.
+    const fast = skewed(1.1, "fast");
+    let times = 0;
+    const lateFirstAnswer: RedisNode = {
+      id: fast.id,
+      async command(args, signal) {
+        const reply = await fast.command(args, signal);
+        if (args[0] === "TIME" && times++ === 0) await new Promise((r) => setTimeout(r, 150));
+        return reply;
+      },
+    };
+    const report = await checkOnFakeTime([lateFirstAnswer], { clockSpacingMs: SPACING });
+    const rate = report.nodes[0]?.clockRate;
+    expect(rate?.ratio).toBeCloseTo(1.4, 6);
+    expect(Math.abs((rate?.ratio ?? 0) - 1.1)).toBeLessThanOrEqual(rate?.uncertainty ?? 0);
+    // Negative control: on the same node, answered at once, the bound is tight.
+    const prompt = await checkOnFakeTime([skewed(1.1, "prompt")], { clockSpacingMs: SPACING });
+    expect(prompt.nodes[0]?.clockRate?.uncertainty).toBeLessThan(0.011);
+  });
+
   it("compares against the client's driftFactor: 1.1× passes with driftFactor 0.2", async () => {
-    const report = await checkNodes(new Redlock({ nodes: [skewed(1.1, "fast")], driftFactor: 0.2 }), {
-      clockSpacingMs: SPACING,
-    });
+    const report = await checkOnFakeTime([skewed(1.1, "fast")], { clockSpacingMs: SPACING }, 0.2);
     expect(finding(report.nodes[0], "CLOCK_RATE_OK")?.message).toContain("within driftFactor 0.2");
   });
 
   it("warns of a clock running 0.9× as fast (safe for the holder, but off)", async () => {
-    const report = await checkNodes(new Redlock({ nodes: [skewed(0.9, "slow")] }), { clockSpacingMs: SPACING });
+    const report = await checkOnFakeTime([skewed(0.9, "slow")], { clockSpacingMs: SPACING });
     expect(finding(report.nodes[0], "CLOCK_RATE_SLOW")?.level).toBe("warn");
     expect(report.ok).toBe(true);
   });
 
   it("says it cannot tell when the round trips are long against the spacing, instead of guessing", async () => {
     const nodes = [memoryNode({ latencyMs: 30 })];
-    const report = await checkNodes(new Redlock({ nodes }), { clockSpacingMs: 60 });
+    const report = await checkOnFakeTime(nodes, { clockSpacingMs: 60 });
     const inconclusive = finding(report.nodes[0], "CLOCK_RATE_INCONCLUSIVE");
     expect(inconclusive?.level).toBe("warn");
     expect(inconclusive?.advice).toContain("clockSpacingMs");
@@ -142,9 +173,7 @@ describe("checkNodes: the node clock's rate", () => {
       TIME: () => Promise.reject(redisError("x", "ERR unknown command 'TIME'")),
     });
     const garbles = answering(memoryNode(), { TIME: () => ["soon"] });
-    const report = await checkNodes(new Redlock({ nodes: [refuses, garbles, memoryNode()] }), {
-      clockSpacingMs: SPACING,
-    });
+    const report = await checkOnFakeTime([refuses, garbles, memoryNode()], { clockSpacingMs: SPACING });
     for (const check of report.nodes.slice(0, 2)) {
       expect(finding(check, "CLOCK_UNKNOWN")?.level).toBe("ok");
       expect(check.clockRate).toBeUndefined();

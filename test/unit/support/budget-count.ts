@@ -1,0 +1,35 @@
+/**
+ * Which requests of one `acquire()` call and its lock's release `requestBudget` counts (see
+ * `RequestMeter` in src/core/fanout.ts), told apart where they leave the caller's isolate: the
+ * call's attempts (`SET NX`, the all-or-none script), its polls of the gate and the cluster check,
+ * and the release. Not counted: what the call starts and does not wait for, leaving the gate's
+ * line and the cleanup of a failed attempt (releasing its keys, or keeping a placeholder on the
+ * gate), which `settled()` covers.
+ */
+import { acquireAllScript } from "../../../src/core/scripts/acquire-all.js";
+import { clusterScript } from "../../../src/core/scripts/cluster.js";
+import type { RedisArgument } from "../../../src/index.js";
+import { gateScript } from "../../../src/waiting/scripts/gate.js";
+
+/** Whether a script command (`EVALSHA sha1` or `EVAL source`) runs `script`. */
+function runs(args: readonly RedisArgument[], script: { sha1: string; source: string }): boolean {
+  return (args[0] === "EVALSHA" && args[1] === script.sha1) || (args[0] === "EVAL" && args[1] === script.source);
+}
+
+/** The mode of a gate request (`take`, `aim`, `wait`, `leave`), or undefined for any other command. */
+export function gateMode(args: readonly RedisArgument[]): string | undefined {
+  return runs(args, gateScript) ? String(args[4 + Number(args[2])]) : undefined;
+}
+
+/** The token of an aimed take's gate request (one per attempt), or undefined for any other command. */
+export function aimToken(args: readonly RedisArgument[]): string | undefined {
+  return gateMode(args) === "aim" ? String(args[5 + Number(args[2])]) : undefined;
+}
+
+/** Whether `args`, sent while the call is `acquiring` or its lock `releasing`, counts against the budget. */
+export function countedByBudget(args: readonly RedisArgument[], phase: "acquiring" | "releasing"): boolean {
+  const mode = gateMode(args);
+  if (mode !== undefined) return mode !== "leave";
+  if (phase === "releasing") return true;
+  return args[0] === "SET" || runs(args, clusterScript) || runs(args, acquireAllScript);
+}
