@@ -252,16 +252,15 @@ async function speculativeTake(w: Waiter, delays?: number[]): Promise<Lock | Gat
         const leaseMs = leaseFor(pollInterval(0, s.rttMs), w.o.requestTimeoutMs);
         const until = w.now() + retry.retryHeldMs;
         // Landed before a release that is due, with the gate much nearer than a quorum: ask it
-        // again in this attempt (see `pacing.gateNearerThanQuorum`), within the request budget:
-        // checked again right before the send, as the other nodes asked again meanwhile (see
-        // `acquireBehindGate`) may have spent the room found before the sleep.
-        const roomForOneMore = () => withinBudget(w.o, w.requestsSent(), 1, w.engine.nodes.length);
+        // again in this attempt (see `pacing.gateNearerThanQuorum`), within the request budget,
+        // checked right before the send (the other nodes asked again meanwhile have sent since
+        // any earlier check, see `acquireBehindGate`).
         for (;;) {
           answer = await pollOn(w, context, "aim", token, leaseMs);
           if (!askAgain || answer.taken || !releaseImminent(answer, s.rttMs)) break;
-          if (w.now() + retry.retryHeldEveryMs > until || !roomForOneMore()) break;
+          if (w.now() + retry.retryHeldEveryMs > until) break;
           await sleep(retry.retryHeldEveryMs, context.signal);
-          if (!roomForOneMore()) break;
+          if (!withinBudget(w.o, w.requestsSent(), 1, w.engine.nodes.length)) break;
         }
         return answer.taken ? "acquired" : "held";
       } finally {

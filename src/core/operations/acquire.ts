@@ -236,12 +236,6 @@ async function acquireBehindGate(
   const { keys, ttlMs, options } = request;
   const startedAt = options.clock.now();
   let until: number | undefined;
-  // Asked again only while the lock's release stays within the request budget. Checked again
-  // right before the send: the other nodes asked again during the sleep passed the same check
-  // then, and each of them has sent since (a send counts at once, so a check and its send are
-  // one step).
-  const roomForOneMore = () =>
-    request.meter === undefined || withinBudget(options, request.meter.sent, 1, engine.nodes.length);
   for (;;) {
     const outcome = await acquireOnNode(engine.node(index), keys, token, ttlMs, context);
     if (outcome !== "held") return outcome;
@@ -250,12 +244,15 @@ async function acquireBehindGate(
     // whose gate is ours. A request asked again is answered within the attempt's deadline, as the
     // first was.
     const now = options.clock.now();
-    until ??= Math.min(now, startedAt + options.requestTimeoutMs - (now - startedAt)) + gate.retryHeldMs;
+    until ??= Math.min(now, 2 * startedAt + options.requestTimeoutMs - now) + gate.retryHeldMs;
     if (now + gate.retryHeldEveryMs > until) return outcome;
     if (!gate.gateTrying?.() && !(await gate.gateTaken())) return outcome;
-    if (!roomForOneMore()) return outcome;
     await sleep(gate.retryHeldEveryMs, context.signal);
-    if (!roomForOneMore()) return outcome;
+    // Asked again only while the lock's release stays within the request budget, checked right
+    // before the send: the other nodes asked again meanwhile have each sent since any earlier check
+    // (a send counts at once, so this check and its send are one step).
+    const meter = request.meter;
+    if (meter !== undefined && !withinBudget(options, meter.sent, 1, engine.nodes.length)) return outcome;
   }
 }
 
