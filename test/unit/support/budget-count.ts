@@ -33,3 +33,40 @@ export function countedByBudget(args: readonly RedisArgument[], phase: "acquirin
   if (phase === "releasing") return true;
   return args[0] === "SET" || runs(args, clusterScript) || runs(args, acquireAllScript);
 }
+
+/** What one run of a budget sweep reports: what the budget counts, a grant, and how often a node was asked again. */
+export interface BudgetRun {
+  readonly counted: number;
+  readonly granted: boolean;
+  readonly askedAgain: number;
+}
+
+/**
+ * Runs `run(budget, x)` for every budget and every `x` (a lag, a hold: what varies the timing), and
+ * returns the runs that counted more than their budget (as text), how many got the lock, and in how
+ * many a node was asked again (more than once with one token): the last two say the sweep was
+ * not vacuous.
+ */
+export async function sweepBudgets(
+  budgets: readonly number[],
+  xs: readonly number[],
+  run: (budget: number, x: number) => Promise<BudgetRun>,
+): Promise<{ over: string[]; grants: number; askedAgain: number }> {
+  const over: string[] = [];
+  let grants = 0;
+  let askedAgain = 0;
+  for (const budget of budgets) {
+    for (const x of xs) {
+      const result = await run(budget, x);
+      if (result.counted > budget) over.push(`budget ${budget}, ${x} ms: ${result.counted} requests`);
+      if (result.granted) grants++;
+      if (result.askedAgain > 1) askedAgain++;
+    }
+  }
+  return { over, grants, askedAgain };
+}
+
+/** `from`, `from + step`, … up to `to`. */
+export function range(from: number, to: number, step = 1): number[] {
+  return Array.from({ length: Math.floor((to - from) / step) + 1 }, (_, i) => from + i * step);
+}

@@ -9,7 +9,7 @@
 import { describe, expect, it } from "vitest";
 import { type RedisArgument, type RedisNode, Redlock } from "../../../src/index.js";
 import { gateIndex } from "../../../src/waiting/gate.js";
-import { aimToken, countedByBudget } from "../support/budget-count.js";
+import { aimToken, countedByBudget, range, sweepBudgets } from "../support/budget-count.js";
 import { fakeClock, fakeNodes } from "../support/fake-node.js";
 import { settle, timerByTimer, useFakeTime } from "../support/fake-time.js";
 
@@ -98,19 +98,9 @@ describe("the gate asked again within an aimed take", () => {
   it("never takes one acquire() call, its release included, past its request budget", {
     timeout: 120_000,
   }, async () => {
-    let grants = 0;
-    let askedAgain = 0;
-    const over: string[] = [];
     // Budgets from a little over one attempt and its release to about what an unbounded call
     // sends; holds that end between the waiter's takes, and long after them.
-    for (let budget = 14; budget <= 34; budget++) {
-      for (let holdMs = 80; holdMs <= 320; holdMs += 40) {
-        const result = await overdueHolder(budget, holdMs);
-        if (result.counted > budget) over.push(`budget ${budget}, hold ${holdMs} ms: ${result.counted} requests`);
-        if (result.granted) grants++;
-        if (result.askedAgain > 1) askedAgain++;
-      }
-    }
+    const { over, grants, askedAgain } = await sweepBudgets(range(14, 34), range(80, 320, 40), overdueHolder);
     expect(over).toEqual([]);
     // Not vacuous: in most of these runs (of 147) a take asked the gate again, in some the waiter
     // got the lock (147 and 51 when written).

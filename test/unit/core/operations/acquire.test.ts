@@ -8,8 +8,8 @@
 import { describe, expect, it, vi } from "vitest";
 import { type RedisArgument, type RedisNode, Redlock } from "../../../../src/index.js";
 import { gateIndex } from "../../../../src/waiting/gate.js";
-import { countedByBudget } from "../../support/budget-count.js";
-import { fakeClock, fakeNodes } from "../../support/fake-node.js";
+import { countedByBudget, range, sweepBudgets } from "../../support/budget-count.js";
+import { type FakeNode, fakeClock, fakeNodes } from "../../support/fake-node.js";
 import { resolvesOnFakeTime, run, useFakeTime } from "../../support/fake-time.js";
 
 useFakeTime();
@@ -21,6 +21,28 @@ const GATE_ONE_WAY_MS = 30;
 const OTHER_ONE_WAY_MS = 1;
 
 const after = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The holder's isolate: every node at once, until `lag()`; from then on its requests to the nodes
+ * other than the gate wait `lagMs` (its release reaches the gate first, the others late).
+ */
+function laggingHolder(nodes: readonly FakeNode[], gate: number, lagMs: number) {
+  let lags = false;
+  return {
+    nodes: nodes.map(
+      (node, i): RedisNode => ({
+        id: node.id,
+        async command(args: readonly RedisArgument[], signal: AbortSignal) {
+          if (lags && i !== gate) await after(lagMs);
+          return node.command(args, signal);
+        },
+      }),
+    ),
+    lag: () => {
+      lags = true;
+    },
+  };
+}
 
 /**
  * A holder in one isolate keeps KEY; a waiter in another (gate 60 ms away, the other nodes 2 ms)
@@ -37,14 +59,7 @@ const after = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 async function behindALateRelease(budget: number, lagMs: number) {
   const nodes = fakeNodes(NODES);
   const gate = gateIndex([KEY], NODES);
-  let releaseLags = false;
-  const holderIsolate: RedisNode[] = nodes.map((node, i) => ({
-    id: node.id,
-    async command(args: readonly RedisArgument[], signal: AbortSignal) {
-      if (releaseLags && i !== gate) await after(lagMs);
-      return node.command(args, signal);
-    },
-  }));
+  const holderIsolate = laggingHolder(nodes, gate, lagMs);
   let phase: "acquiring" | "releasing" = "acquiring";
   let counted = 0;
   const setsPerToken = new Map<string, number>();
@@ -63,7 +78,7 @@ async function behindALateRelease(budget: number, lagMs: number) {
       return reply;
     },
   }));
-  const holder = new Redlock({ nodes: holderIsolate, clock: fakeClock });
+  const holder = new Redlock({ nodes: holderIsolate.nodes, clock: fakeClock });
   const held = await run(holder.acquire(KEY, 10_000), 1);
   const waiter = new Redlock({ nodes: waiterIsolate, clock: fakeClock, requestBudget: budget });
   let granted = false;
@@ -78,26 +93,16 @@ async function behindALateRelease(budget: number, lagMs: number) {
   );
   // The waiter's first attempt finds the key held, and it waits in line.
   await vi.advanceTimersByTimeAsync(300);
-  releaseLags = true;
+  holderIsolate.lag();
   expect(await resolvesOnFakeTime(Promise.all([call, held.release()]), 60_000)).toBe(true);
   return { counted, granted, askedAgain: Math.max(0, ...setsPerToken.values()) };
 }
 
 describe("the other nodes asked again behind the gate", () => {
   it("never take one acquire() call, its release included, past its request budget", async () => {
-    let grants = 0;
-    let askedAgain = 0;
-    const over: string[] = [];
     // Budgets from a little over one attempt and its release to about what an unbounded call
     // sends; lags that end the "held" answers before, between and after the times they are asked.
-    for (let budget = 12; budget <= 32; budget++) {
-      for (let lagMs = 0; lagMs <= 200; lagMs += 10) {
-        const result = await behindALateRelease(budget, lagMs);
-        if (result.counted > budget) over.push(`budget ${budget}, lag ${lagMs} ms: ${result.counted} requests`);
-        if (result.granted) grants++;
-        if (result.askedAgain > 1) askedAgain++;
-      }
-    }
+    const { over, grants, askedAgain } = await sweepBudgets(range(12, 32), range(0, 200, 10), behindALateRelease);
     expect(over).toEqual([]);
     // Not vacuous: in some of these runs (of 441) the nodes were asked again, in most the waiter
     // got the lock (50 and 206 when written).
@@ -121,14 +126,7 @@ describe("the other nodes asked again behind the gate", () => {
 async function farFromTheOthers(farMs: number, lagMs: number) {
   const nodes = fakeNodes(NODES);
   const gate = gateIndex([KEY], NODES);
-  let releaseLags = false;
-  const holderIsolate: RedisNode[] = nodes.map((node, i) => ({
-    id: node.id,
-    async command(args: readonly RedisArgument[], signal: AbortSignal) {
-      if (releaseLags && i !== gate) await after(lagMs);
-      return node.command(args, signal);
-    },
-  }));
+  const holderIsolate = laggingHolder(nodes, gate, lagMs);
   const waiterIsolate: RedisNode[] = nodes.map((node, i) => ({
     id: node.id,
     async command(args: readonly RedisArgument[], signal: AbortSignal) {
@@ -139,7 +137,7 @@ async function farFromTheOthers(farMs: number, lagMs: number) {
       return reply;
     },
   }));
-  const holder = new Redlock({ nodes: holderIsolate, clock: fakeClock });
+  const holder = new Redlock({ nodes: holderIsolate.nodes, clock: fakeClock });
   const held = await run(holder.acquire(KEY, 10_000), 1);
   const waiter = new Redlock({ nodes: waiterIsolate, clock: fakeClock });
   let grantedAt = 0;
@@ -150,7 +148,7 @@ async function farFromTheOthers(farMs: number, lagMs: number) {
     await lock.release();
   });
   await vi.advanceTimersByTimeAsync(600);
-  releaseLags = true;
+  holderIsolate.lag();
   const releasedAt = Date.now();
   expect(await resolvesOnFakeTime(Promise.all([call, held.release()]), 60_000)).toBe(true);
   return { afterRelease: grantedAt - releasedAt, attempt };
