@@ -22,3 +22,9 @@ export function jainOf(holds: readonly Hold[], isolates: number): number {
   const grants = Array.from({ length: isolates }, (_, k) => holds.filter((h) => h.isolate === k).length);
   return holds.length ** 2 / (isolates * grants.reduce((sum, g) => sum + g * g, 0));
 }
+
+/** The mean time from one hold's end to the next one's start, in whole ms, in a history sorted by start. */
+export function meanHandoffMs(holds: readonly Hold[]): number {
+  const gaps = holds.slice(1).map((h, i) => h.start - (holds[i] as Hold).end);
+  return Math.round(gaps.reduce((a, b) => a + b, 0) / gaps.length);
+}
