@@ -89,6 +89,9 @@ class GateReleasePart implements ReleasePart {
     this.next = offer && { ...offer, expectMs: hot.holdOf(hotKey) };
     // The gate frees the lock no sooner than a quorum of nodes (see `pacing.gateReleaseDelay`);
     // never when the release hands the lock over, whose next holder counts the gate like any node.
+    // The delay is under a one-way time to the quorum, and release() resolves on the quorum's
+    // answers, a round trip: the gate's part has left by then (checked in geo.test.ts), so a
+    // Worker that answers right after `await lock.release()` does not end before it is sent.
     this.gateDelayMs =
       this.requeue === undefined || this.handoff
         ? 0

@@ -70,17 +70,22 @@ function staggeredTakes(requests: readonly Sent[], staggerMs: number): number[][
   return takes;
 }
 
-/** Releases by one isolate: when the gate's part and each other node's part reached their nodes. */
+/**
+ * Releases by one isolate (each as when release() was called and when it resolved): when the
+ * gate's part left and reached the gate, and when each other node's part reached its node.
+ */
 function releases(
   requests: readonly Sent[],
   isolate: number,
-  calls: readonly number[],
-): { gate: number; others: number[] }[] {
-  return calls.flatMap((at) => {
-    const parts = requests.filter((r) => r.isolate === isolate && r.sent >= at && r.sent <= at + 200);
+  calls: readonly { called: number; resolved: number }[],
+): { gate: number; gateSent: number; resolved: number; others: number[] }[] {
+  return calls.flatMap(({ called, resolved }) => {
+    const parts = requests.filter((r) => r.isolate === isolate && r.sent >= called && r.sent <= called + 200);
     const gate = parts.find((r) => r.kind === "gate-release");
-    const others = parts.filter((r) => r.kind === "release" && r.sent === at).map((r) => r.landed);
-    return gate === undefined || others.length === 0 ? [] : [{ gate: gate.landed, others }];
+    const others = parts.filter((r) => r.kind === "release" && r.sent === called).map((r) => r.landed);
+    return gate === undefined || others.length === 0
+      ? []
+      : [{ gate: gate.landed, gateSent: gate.sent, resolved, others }];
   });
 }
 
@@ -117,7 +122,7 @@ describe("a hot key across isolates in different regions", () => {
         },
       }));
     const holds: Hold[] = [];
-    const releaseCalls: number[][] = RTT_MS.map(() => []);
+    const releaseCalls: { called: number; resolved: number }[][] = RTT_MS.map(() => []);
     const perCall: number[] = [];
     const failures: unknown[] = [];
     const end = Date.now() + WINDOW_MS;
@@ -131,8 +136,9 @@ describe("a hot key across isolates in different regions", () => {
           const start = Date.now();
           await new Promise((r) => setTimeout(r, 2 * (DATA_RTT_MS[k] as number)));
           holds.push({ isolate: k, start, end: Date.now() });
-          releaseCalls[k]?.push(Date.now());
+          const called = Date.now();
           await lock.release();
+          releaseCalls[k]?.push({ called, resolved: Date.now() });
         } catch (error) {
           failures.push(error);
         }
@@ -167,9 +173,16 @@ describe("a hot key across isolates in different regions", () => {
     let heldBack = 0;
     for (let k = 0; k < isolates; k++) {
       // Once its isolate has heard from every node: from its second release on.
-      for (const release of releases(requests, k, (releaseCalls[k] as number[]).slice(2))) {
+      for (const release of releases(
+        requests,
+        k,
+        (releaseCalls[k] as { called: number; resolved: number }[]).slice(2),
+      )) {
         const quorumFree = [...release.others, release.gate].sort((a, b) => a - b)[quorum - 1] as number;
         expect(release.gate).toBeGreaterThanOrEqual(quorumFree - 2 * JITTER_MS);
+        // Held back, the gate's part has still left before release() resolved: a Worker that
+        // answers its request right after `await lock.release()` does not end before it.
+        expect(release.gateSent).toBeLessThanOrEqual(release.resolved);
         if (k === 1 || k === 3) heldBack++;
       }
     }
