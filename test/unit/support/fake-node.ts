@@ -171,3 +171,26 @@ export class FakeNode extends MemoryRedis implements RedisNode {
 export function fakeNodes(count: number): FakeNode[] {
   return Array.from({ length: count }, (_, i) => new FakeNode(`n${i}`));
 }
+
+/**
+ * One isolate's view of `nodes` (the servers every isolate shares): each request waits
+ * `oneWayMs(i)` on its way to node `i` and as long on its way back, on the (fake) timers, and
+ * `observe`, when given, sees it as it leaves.
+ */
+export function isolateView(
+  nodes: readonly FakeNode[],
+  oneWayMs: (i: number) => number,
+  observe?: (args: readonly RedisArgument[], i: number) => void,
+): RedisNode[] {
+  const after = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  return nodes.map((node, i) => ({
+    id: node.id,
+    async command(args: readonly RedisArgument[], signal: AbortSignal) {
+      observe?.(args, i);
+      await after(oneWayMs(i));
+      const reply = await node.command(args, signal);
+      await after(oneWayMs(i));
+      return reply;
+    },
+  }));
+}

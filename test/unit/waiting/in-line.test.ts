@@ -7,10 +7,10 @@
  * the waiter's isolate.
  */
 import { describe, expect, it } from "vitest";
-import { type RedisArgument, type RedisNode, Redlock } from "../../../src/index.js";
+import { Redlock } from "../../../src/index.js";
 import { gateIndex } from "../../../src/waiting/gate.js";
 import { aimToken, countedByBudget, range, sweepBudgets } from "../support/budget-count.js";
-import { fakeClock, fakeNodes } from "../support/fake-node.js";
+import { fakeClock, fakeNodes, isolateView } from "../support/fake-node.js";
 import { settle, timerByTimer, useFakeTime } from "../support/fake-time.js";
 
 useFakeTime();
@@ -41,23 +41,17 @@ async function overdueHolder(budget: number, holdMs: number) {
   let phase: "acquiring" | "releasing" | undefined;
   let counted = 0;
   const aimsPerTake = new Map<string, number>();
-  const isolate = (oneWayMs: (i: number) => number, measured: boolean): RedisNode[] =>
-    nodes.map((node, i) => ({
-      id: node.id,
-      async command(args: readonly RedisArgument[], signal: AbortSignal) {
-        if (measured && phase !== undefined) {
-          if (countedByBudget(args, phase)) counted++;
-          const token = aimToken(args);
-          if (token !== undefined) aimsPerTake.set(token, (aimsPerTake.get(token) ?? 0) + 1);
-        }
-        await after(oneWayMs(i));
-        const reply = await node.command(args, signal);
-        await after(oneWayMs(i));
-        return reply;
-      },
-    }));
-  const holderIsolate = isolate(() => 1, false);
-  const waiterIsolate = isolate((i) => (i === gate ? 1 : 30), true);
+  const holderIsolate = isolateView(nodes, () => 1);
+  const waiterIsolate = isolateView(
+    nodes,
+    (i) => (i === gate ? 1 : 30),
+    (args) => {
+      if (phase === undefined) return;
+      if (countedByBudget(args, phase)) counted++;
+      const token = aimToken(args);
+      if (token !== undefined) aimsPerTake.set(token, (aimsPerTake.get(token) ?? 0) + 1);
+    },
+  );
   const holder = new Redlock({ nodes: holderIsolate, clock: fakeClock });
   const end = Date.now() + TURNS_MS;
   const takeTurns = async (redlock: Redlock) => {

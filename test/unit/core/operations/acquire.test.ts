@@ -9,7 +9,7 @@ import { describe, expect, it, vi } from "vitest";
 import { type RedisArgument, type RedisNode, Redlock } from "../../../../src/index.js";
 import { gateIndex } from "../../../../src/waiting/gate.js";
 import { countedByBudget, range, sweepBudgets } from "../../support/budget-count.js";
-import { type FakeNode, fakeClock, fakeNodes } from "../../support/fake-node.js";
+import { type FakeNode, fakeClock, fakeNodes, isolateView } from "../../support/fake-node.js";
 import { resolvesOnFakeTime, run, useFakeTime } from "../../support/fake-time.js";
 
 useFakeTime();
@@ -63,21 +63,17 @@ async function behindALateRelease(budget: number, lagMs: number) {
   let phase: "acquiring" | "releasing" = "acquiring";
   let counted = 0;
   const setsPerToken = new Map<string, number>();
-  const waiterIsolate: RedisNode[] = nodes.map((node, i) => ({
-    id: node.id,
-    async command(args: readonly RedisArgument[], signal: AbortSignal) {
+  const waiterIsolate = isolateView(
+    nodes,
+    (i) => (i === gate ? GATE_ONE_WAY_MS : OTHER_ONE_WAY_MS),
+    (args, i) => {
       if (countedByBudget(args, phase)) counted++;
       if (args[0] === "SET" && i !== gate) {
         const key = `${i}:${String(args[2])}`;
         setsPerToken.set(key, (setsPerToken.get(key) ?? 0) + 1);
       }
-      const oneWay = i === gate ? GATE_ONE_WAY_MS : OTHER_ONE_WAY_MS;
-      await after(oneWay);
-      const reply = await node.command(args, signal);
-      await after(oneWay);
-      return reply;
     },
-  }));
+  );
   const holder = new Redlock({ nodes: holderIsolate.nodes, clock: fakeClock });
   const held = await run(holder.acquire(KEY, 10_000), 1);
   const waiter = new Redlock({ nodes: waiterIsolate, clock: fakeClock, requestBudget: budget });
@@ -127,16 +123,7 @@ async function farFromTheOthers(farMs: number, lagMs: number) {
   const nodes = fakeNodes(NODES);
   const gate = gateIndex([KEY], NODES);
   const holderIsolate = laggingHolder(nodes, gate, lagMs);
-  const waiterIsolate: RedisNode[] = nodes.map((node, i) => ({
-    id: node.id,
-    async command(args: readonly RedisArgument[], signal: AbortSignal) {
-      const oneWay = i === gate ? 20 : farMs;
-      await after(oneWay);
-      const reply = await node.command(args, signal);
-      await after(oneWay);
-      return reply;
-    },
-  }));
+  const waiterIsolate = isolateView(nodes, (i) => (i === gate ? 20 : farMs));
   const holder = new Redlock({ nodes: holderIsolate.nodes, clock: fakeClock });
   const held = await run(holder.acquire(KEY, 10_000), 1);
   const waiter = new Redlock({ nodes: waiterIsolate, clock: fakeClock });
