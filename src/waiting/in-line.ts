@@ -15,12 +15,22 @@ import { randomToken } from "../core/token.js";
 import { fanOut } from "./attempts.js";
 import type { GateAnswer } from "./gate.js";
 import { currentPlaceholderMs, growPlaceholder, leave, poll, pollOn } from "./gate-client.js";
-import { abandon, checkAfterAttempt, giveUp, noteProgress, pauseLimit, roomForPoll, startPatience } from "./limits.js";
+import {
+  abandon,
+  checkAfterAttempt,
+  noteProgress,
+  outOfBudget,
+  pauseLimit,
+  roomForAim,
+  roomForPoll,
+  startPatience,
+} from "./limits.js";
 import { type HandedOver, offerWindowEnd, pauseOrTakeOver, takeOver } from "./offers.js";
 import {
   budgetGap,
   gateNearerThanQuorum,
   hotWindow,
+  isOverdue,
   leaseFor,
   margin,
   nextOverdue,
@@ -46,6 +56,10 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
   startPatience(w);
   hot.mark(w.hotKey, w.now(), hotWindow(0));
   let nextPollMs = firstPollInMs;
+  // The next poll lands at a predicted release in place of a take aimed there (1), or just after
+  // it, the one before having found the holder not yet through (2): the budget's spacing, which
+  // plans polls for a wait of unknown length, does not put it off. 0 otherwise.
+  let atRelease = 0;
   for (;;) {
     // While our own placeholder holds the gate, a poll would only find it there. While a holder
     // in this isolate has the lock, the first in line waits for its release to hand it over,
@@ -55,8 +69,10 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     const placeholderMs = s.placeholderUntil - now;
     const first = s.firstInLine && placeholderMs <= 0;
     const heldHereMs = first && w.offersHandoff ? offerWindowEnd(w, now) - now : 0;
+    // Only a hand-over in this isolate could still get a waiter the lock without room for a poll.
+    if (heldHereMs <= 0 && !roomForPoll(w)) outOfBudget(w);
     const pacedMs = Math.max(
-      (s.recentPolls.at(-1) ?? Number.NEGATIVE_INFINITY) + budgetGapFor(w) - now,
+      atRelease > 0 ? 0 : (s.recentPolls.at(-1) ?? Number.NEGATIVE_INFINITY) + budgetGapFor(w) - now,
       rateGap(s.recentPolls, now, s.rank),
     );
     const handedOver = await pauseOrTakeOver(w, Math.max(nextPollMs, placeholderMs, heldHereMs, pacedMs), first);
@@ -66,7 +82,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
       nextPollMs = pollInterval(s.holdMs, s.rttMs);
       continue;
     }
-    if (!roomForPoll(w)) giveUp(w);
+    if (!roomForPoll(w)) outOfBudget(w);
     // Callers of this isolate that join the line together take turns to send their first polls.
     const joined = s.inLine
       ? undefined
@@ -96,6 +112,8 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
       return "gate-down";
     }
     joined?.(true);
+    const polledAtRelease = atRelease;
+    atRelease = 0;
     const answeredAt = w.now();
     hot.mark(w.hotKey, answeredAt, hotWindow(answer.holdMs));
     s.holdMs = answer.holdMs;
@@ -144,14 +162,32 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
         nextPollMs = 0;
         continue;
       }
+      const aimAt = sentAt + answer.freeInMs + margin(answer.holdDeviationMs, s.rttMs);
+      if (!roomForAim(w)) {
+        // A budget that could not follow up a take that came early: a poll lands there instead
+        // (a poll that finds the lock free takes the gate, and the other nodes follow), a
+        // quarter of a hold late: the gate keeps a free lock for its first in line half a hold,
+        // and a poll that came early is followed by the budget's spacing. Paced by that
+        // spacing, the first in line came seconds late, and every turn went by the gate's
+        // rule for a first in line that does not come.
+        nextPollMs = Math.max(aimAt, sentAt + answer.freeInMs + answer.holdMs / 4) - w.now();
+        atRelease = 1;
+        continue;
+      }
       // Its requests land together when the gate's does: the take starts the gate's delay
       // earlier, with the farthest node's request (see `pacing.takeDelays`).
       const delays = takeDelays(hot.nodeRtts(), w.engine.nodes.length);
-      const start = sentAt + answer.freeInMs + margin(answer.holdDeviationMs, s.rttMs) - (delays?.[w.gate] ?? 0);
+      const start = aimAt - (delays?.[w.gate] ?? 0);
       const handedOver = await pauseOrTakeOver(w, Math.max(0, start - w.now()), true);
       const lock = await takeTurn(w, handedOver, delays);
       if (lock) return lock;
       nextPollMs = interval;
+      continue;
+    }
+    if (polledAtRelease === 1 && answer.rank === 0 && isOverdue(answer)) {
+      // Came before the release it was sent for: once more, a quarter of a hold later.
+      nextPollMs = Math.max(interval, answer.holdMs / 4);
+      atRelease = 2;
       continue;
     }
     nextPollMs = sleepFor(w, answer);
@@ -212,11 +248,13 @@ function takeTurn(w: Waiter, turn: HandedOver | "free" | undefined, delays?: num
  * A take aimed at a release, each node's request sent by `delays` (see `pacing.takeDelays`). If it
  * came too early (the holder is past its usual hold), its release is most likely on the way by the
  * time our answer is back: one more take at once, to every node (costs the same requests as a poll
- * and the fan-out after it, a round trip sooner); after that, polls.
+ * and the fan-out after it, a round trip sooner), when the budget could still follow it up (see
+ * `limits.roomForAim`); after that, polls.
  */
 async function takeAtRelease(w: Waiter, delays?: number[]): Promise<Lock | undefined> {
   const early = await speculativeTake(w, delays);
   if (early === undefined || early instanceof Lock) return early;
+  if (!roomForAim(w)) return undefined;
   const again = await speculativeTake(w);
   return again instanceof Lock ? again : undefined;
 }

@@ -7,7 +7,7 @@
 import type { AttemptReport } from "../base/report.js";
 import { sleep } from "../base/signals.js";
 import { patience } from "../core/backoff.js";
-import { acquireTimeout, policyDelay, stopAfter } from "../core/backoff-waiting.js";
+import { acquireTimeout, checkBudget, policyDelay, stopAfter } from "../core/backoff-waiting.js";
 import { abortedError, failureError } from "../core/operations/acquire.js";
 import { MAX_DELAY_MS, withinBudget } from "../core/options.js";
 import type { GateAnswer } from "./gate.js";
@@ -108,11 +108,35 @@ export function abandon(w: Waiter, reason: unknown): never {
 
 /**
  * Whether the request budget has room for one more poll and the take after it, with the lock's
- * release kept: when it has not, waiting ends as when the patience runs out (see {@link giveUp}),
- * never in the middle of a turn.
+ * release kept: when it has not, waiting ends (see {@link outOfBudget}), never in the middle of a
+ * turn.
  */
 export function roomForPoll(w: Waiter): boolean {
   return withinBudget(w.o, w.requestsSent(), 1 + w.engine.nodes.length, w.engine.nodes.length);
+}
+
+/**
+ * Whether the request budget has room for a take aimed at a release (a fan-out) and, should it
+ * land early, a poll and the take after it, the lock's release kept. Without it the waiter polls
+ * instead: a poll costs one request where an aimed take costs one per node, and a take that came
+ * early with nothing left to follow it up ends the call.
+ */
+export function roomForAim(w: Waiter): boolean {
+  const nodeCount = w.engine.nodes.length;
+  return withinBudget(w.o, w.requestsSent(), 2 * nodeCount + 1, nodeCount);
+}
+
+/**
+ * No room is left for a poll and the take after it: nothing more this call may send can get it
+ * the lock, so it leaves the line now and throws the `RequestBudgetError`. (Asleep for the rest of
+ * its patience instead, it stayed first in line until its place ran out, and the line behind it
+ * moved only by the gate's rule for a first in line that does not come.)
+ */
+export function outOfBudget(w: Waiter): never {
+  leave(w);
+  const nodeCount = w.engine.nodes.length;
+  checkBudget(w.request, w.reports, w.requestsSent(), 1 + nodeCount, nodeCount);
+  return giveUp(w);
 }
 
 /** Waiting ends without a lock: the failure of the attempts made, or one last attempt when none was. */

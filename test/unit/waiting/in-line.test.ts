@@ -7,9 +7,9 @@
  * the waiter's isolate.
  */
 import { describe, expect, it } from "vitest";
-import { Redlock } from "../../../src/index.js";
+import { LockHeldError, Redlock, RequestBudgetError } from "../../../src/index.js";
 import { gateIndex } from "../../../src/waiting/gate.js";
-import { aimToken, countedByBudget, range, sweepBudgets } from "../support/budget-count.js";
+import { aimToken, countedByBudget, gateMode, range, sweepBudgets } from "../support/budget-count.js";
 import { fakeClock, fakeNodes, isolateView } from "../support/fake-node.js";
 import { settle, timerByTimer, useFakeTime } from "../support/fake-time.js";
 
@@ -107,5 +107,136 @@ describe("the gate asked again within an aimed take", () => {
     expect(result.granted).toBe(true);
     expect(result.askedAgain).toBeGreaterThanOrEqual(3);
     expect(result.counted).toBeGreaterThan(30);
+  });
+});
+
+/**
+ * A waiter isolate (every node 10 ms away) whose earlier turns on KEY (holds of 50 ms) taught the
+ * gate its holds, and a holder isolate (1 ms). `hold` then holds KEY `holdMs` (from the holder's
+ * isolate, or on every node but the gate until its keys expire, as a lock taken without the gate
+ * leaves it), while the
+ * waiter's call, with `budget`, waits for it. Returns how the call ended, when it started and
+ * ended, and what it sent (with the gate's mode for the gate's requests).
+ */
+async function budgetedWaiter(budget: number, holdMs: number, hold: "gate" | "around-the-gate") {
+  const nodes = fakeNodes(NODES);
+  const gate = gateIndex([KEY], NODES);
+  let acquiring = false;
+  const sends: { at: number; mode: string | undefined; counted: boolean }[] = [];
+  const holder = new Redlock({ nodes: isolateView(nodes, () => 1), clock: fakeClock });
+  const waiterIsolate = isolateView(
+    nodes,
+    () => 10,
+    (args) => {
+      if (acquiring) sends.push({ at: Date.now(), mode: gateMode(args), counted: countedByBudget(args, "acquiring") });
+    },
+  );
+  const end = Date.now() + (hold === "gate" ? TURNS_MS : 0);
+  const takeTurns = async (redlock: Redlock) => {
+    // Once at least, on another key when KEY is to be held around the gate: the call on KEY then
+    // starts with a fan-out, and no cluster check is left to make.
+    do {
+      const lock = await redlock.acquire(hold === "gate" ? KEY : "other", 10_000);
+      await after(50);
+      await lock.release();
+    } while (Date.now() < end);
+  };
+  await settle(
+    Promise.all([takeTurns(holder), takeTurns(new Redlock({ nodes: waiterIsolate, clock: fakeClock }))]),
+    timerByTimer(),
+  );
+  let release: () => Promise<unknown> = async () => {};
+  if (hold === "gate") {
+    const lock = await settle(holder.acquire(KEY, 10_000), timerByTimer());
+    release = () => lock.release();
+  } else {
+    for (const [i, node] of nodes.entries()) if (i !== gate) node.occupy(KEY, "elsewhere", holdMs);
+  }
+  const startedAt = Date.now();
+  acquiring = true;
+  const waiter = new Redlock({ nodes: waiterIsolate, clock: fakeClock, requestBudget: budget });
+  let endedAt = 0;
+  const outcome = waiter.acquire(KEY, 10_000).then(
+    (lock) => ({ lock, error: undefined }),
+    (error: unknown) => ({ lock: undefined, error }),
+  );
+  const done = outcome.then(() => {
+    endedAt = Date.now();
+  });
+  await settle(Promise.all([done, after(holdMs).then(release)]), timerByTimer());
+  acquiring = false;
+  return { ...(await outcome), startedAt, endedAt, sends };
+}
+
+describe("a waiter whose request budget is spent", () => {
+  it("gives up at once with a RequestBudgetError and leaves the line, rather than sleep out its patience", async () => {
+    // Its fan-out (5), a poll that takes the gate and the other nodes asked (5) leave no room for
+    // one more poll and take (6) with the release (5) kept.
+    const budget = 16;
+    const { error, startedAt, endedAt, sends } = await budgetedWaiter(budget, 5000, "around-the-gate");
+    expect(error).toBeInstanceOf(RequestBudgetError);
+    expect((error as RequestBudgetError).cause).toBeInstanceOf(LockHeldError);
+    // Not vacuous: the waiter stood in line, and its poll took the gate.
+    expect(sends.filter((s) => s.mode === "take").length).toBeGreaterThanOrEqual(1);
+    const lastBeforeLeave = Math.max(...sends.filter((s) => s.mode !== "leave").map((s) => s.at));
+    const leaves = sends.filter((s) => s.mode === "leave");
+    expect(leaves.length).toBe(1);
+    // It gave up within a round trip or two of its last request (10 ms each way here), long
+    // before the holder let go at 5 s, and left the line when it did.
+    expect(endedAt - lastBeforeLeave).toBeLessThanOrEqual(100);
+    expect(endedAt - startedAt).toBeLessThan(1000);
+    expect((leaves[0]?.at ?? 0) - endedAt).toBeLessThanOrEqual(1);
+    expect(sends.filter((s) => s.counted).length).toBeLessThanOrEqual(budget - NODES);
+  });
+
+  it("keeps a poll and a take in reserve: no take aimed at a release it could not follow up", async () => {
+    // 21: the first aim (after a poll) leaves room for a poll and a take; a second aim at once
+    // would not, and if it too came early, the call could only give up.
+    const budget = 21;
+    const { lock, error, sends } = await budgetedWaiter(budget, 1000, "gate");
+    expect(error).toBeUndefined();
+    expect(lock).toBeDefined();
+    expect(sends.filter((s) => s.mode === "aim").length).toBe(1);
+    expect(sends.filter((s) => s.counted).length).toBeLessThanOrEqual(budget - NODES);
+  });
+
+  it("with no room for an aimed take, polls where it would have aimed and takes the lock there", async () => {
+    // 16: after its first poll (the isolate knew KEY hot, so no fan-out first) a take aimed at the
+    // release would leave no room for a poll and a take should it come early (1 + 5 + 11 > 16).
+    const budget = 16;
+    const holdMs = 50;
+    const { lock, error, startedAt, endedAt, sends } = await budgetedWaiter(budget, holdMs, "gate");
+    expect(error).toBeUndefined();
+    expect(lock).toBeDefined();
+    expect(sends.filter((s) => s.mode === "aim")).toEqual([]);
+    // The holder let go 50 ms after the call started, as the gate predicted: the waiter's poll
+    // came within a quarter of a hold of the release (its poll and its take cost two round trips
+    // of 20 ms), not at the budget's spacing (hundreds of ms from the wait's first 100 ms on).
+    expect(endedAt - (startedAt + holdMs)).toBeLessThanOrEqual(holdMs / 4 + 2 * 20 + 10);
+    expect(sends.filter((s) => s.counted).length).toBeLessThanOrEqual(budget - NODES);
+  });
+
+  it("with no room for an aimed take, polls once more soon when its poll came before the release", async () => {
+    // The holder keeps KEY 80 ms where its holds took 50: the poll a quarter of a hold after the
+    // predicted release finds it held, and one more follows at the least gap between polls (50 ms).
+    const budget = 16;
+    const holdMs = 80;
+    const { lock, error, startedAt, endedAt, sends } = await budgetedWaiter(budget, holdMs, "gate");
+    expect(error).toBeUndefined();
+    expect(lock).toBeDefined();
+    expect(sends.filter((s) => s.mode === "aim")).toEqual([]);
+    expect(sends.filter((s) => s.mode === "take").length).toBeGreaterThanOrEqual(3);
+    expect(endedAt - (startedAt + holdMs)).toBeLessThanOrEqual(50 + 2 * 20 + 10);
+    expect(sends.filter((s) => s.counted).length).toBeLessThanOrEqual(budget - NODES);
+  });
+
+  it("negative control: with a budget that leaves room, the same waiter aims again at once, waits and gets the lock", async () => {
+    const { lock, error, startedAt, endedAt, sends } = await budgetedWaiter(40, 3000, "gate");
+    expect(error).toBeUndefined();
+    const aims = sends.filter((s) => s.mode === "aim").map((s) => s.at);
+    expect(aims.length).toBeGreaterThanOrEqual(2);
+    expect((aims[1] as number) - (aims[0] as number)).toBeLessThanOrEqual(25);
+    expect(lock).toBeDefined();
+    expect(endedAt - startedAt).toBeGreaterThanOrEqual(3000);
   });
 });
