@@ -18,8 +18,8 @@ import { currentPlaceholderMs, growPlaceholder, leave, poll, pollOn } from "./ga
 import {
   abandon,
   checkAfterAttempt,
+  noRoomLeft,
   noteProgress,
-  outOfBudget,
   pauseLimit,
   roomForAim,
   roomForPoll,
@@ -70,7 +70,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     const first = s.firstInLine && placeholderMs <= 0;
     const heldHereMs = first && w.offersHandoff ? offerWindowEnd(w, now) - now : 0;
     // Only a hand-over in this isolate could still get a waiter the lock without room for a poll.
-    if (heldHereMs <= 0 && !roomForPoll(w)) outOfBudget(w);
+    if (heldHereMs <= 0 && !roomForPoll(w)) await noRoomLeft(w);
     const pacedMs = Math.max(
       atRelease > 0 ? 0 : (s.recentPolls.at(-1) ?? Number.NEGATIVE_INFINITY) + budgetGapFor(w) - now,
       rateGap(s.recentPolls, now, s.rank),
@@ -82,7 +82,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
       nextPollMs = pollInterval(s.holdMs, s.rttMs);
       continue;
     }
-    if (!roomForPoll(w)) outOfBudget(w);
+    if (!roomForPoll(w)) await noRoomLeft(w);
     // Callers of this isolate that join the line together take turns to send their first polls.
     const joined = s.inLine
       ? undefined

@@ -12,6 +12,7 @@ import { abortedError, failureError } from "../core/operations/acquire.js";
 import { MAX_DELAY_MS, withinBudget } from "../core/options.js";
 import type { GateAnswer } from "./gate.js";
 import { leave } from "./gate-client.js";
+import { MAX_POLL_MS } from "./pacing.js";
 import type { Waiter } from "./state.js";
 
 /** Waiting in line ended before any fan-out: the driver makes one last (see `phases.ts`); never leaves the waiter. */
@@ -108,7 +109,7 @@ export function abandon(w: Waiter, reason: unknown): never {
 
 /**
  * Whether the request budget has room for one more poll and the take after it, with the lock's
- * release kept: when it has not, waiting ends (see {@link outOfBudget}), never in the middle of a
+ * release kept: when it has not, waiting ends (see {@link noRoomLeft}), never in the middle of a
  * turn.
  */
 export function roomForPoll(w: Waiter): boolean {
@@ -128,14 +129,20 @@ export function roomForAim(w: Waiter): boolean {
 
 /**
  * No room is left for a poll and the take after it: nothing more this call may send can get it
- * the lock, so it leaves the line now and throws the `RequestBudgetError`. (Asleep for the rest of
- * its patience instead, it stayed first in line until its place ran out, and the line behind it
- * moved only by the gate's rule for a first in line that does not come.)
+ * the lock. Before the end of the wait, it leaves the line now and throws the `RequestBudgetError`
+ * (asleep for the rest of its patience instead, it stayed first in line until its place ran out,
+ * and the line behind it moved only by the gate's rule for a first in line that does not come).
+ * At the end (the budget's spacing spends the last poll there), the wait ends as the patience or
+ * the deadline ends it.
  */
-export function outOfBudget(w: Waiter): never {
-  leave(w);
-  const nodeCount = w.engine.nodes.length;
-  checkBudget(w.request, w.reports, w.requestsSent(), 1 + nodeCount, nodeCount);
+export async function noRoomLeft(w: Waiter): Promise<never> {
+  const waitLeftMs = pauseLimit(w) - w.now();
+  if (waitLeftMs > MAX_POLL_MS) {
+    leave(w);
+    const nodeCount = w.engine.nodes.length;
+    checkBudget(w.request, w.reports, w.requestsSent(), 1 + nodeCount, nodeCount);
+  }
+  await pause(w, waitLeftMs);
   return giveUp(w);
 }
 
