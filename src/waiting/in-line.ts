@@ -28,6 +28,8 @@ import {
 import { type HandedOver, offerWindowEnd, pauseOrTakeOver, takeOver } from "./offers.js";
 import {
   budgetGap,
+  FRONT_POLLS_PER_TURN,
+  FRONT_POLLS_RESERVE,
   gateNearerThanQuorum,
   hotWindow,
   isOverdue,
@@ -60,6 +62,12 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
   // it, the one before having found the holder not yet through (2): the budget's spacing, which
   // plans polls for a wait of unknown length, does not put it off. 0 otherwise.
   let atRelease = 0;
+  // Polls sent near the front of the line (second place or first) in the line's present turn:
+  // the first few are not put off by the budget's spacing either. Far into a long wait that
+  // spacing grows to a few hundred ms (at 32 waiters, 140–190 ms), and a waiter that became first
+  // came for its turn that late, after the gate had given the lock to whoever polled first.
+  let frontTurn = -1;
+  let frontPolls = 0;
   for (;;) {
     // While our own placeholder holds the gate, a poll would only find it there. While a holder
     // in this isolate has the lock, the first in line waits for its release to hand it over,
@@ -72,7 +80,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     // Only a hand-over in this isolate could still get a waiter the lock without room for a poll.
     if (heldHereMs <= 0 && !roomForPoll(w)) await noRoomLeft(w);
     const pacedMs = Math.max(
-      atRelease > 0 ? 0 : (s.recentPolls.at(-1) ?? Number.NEGATIVE_INFINITY) + budgetGapFor(w) - now,
+      atRelease > 0 ? 0 : (s.recentPolls.at(-1) ?? Number.NEGATIVE_INFINITY) + budgetGapFor(w, frontPolls) - now,
       rateGap(s.recentPolls, now, s.rank),
     );
     const handedOver = await pauseOrTakeOver(w, Math.max(nextPollMs, placeholderMs, heldHereMs, pacedMs), first);
@@ -114,6 +122,11 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     joined?.(true);
     const polledAtRelease = atRelease;
     atRelease = 0;
+    if (answer.turns !== frontTurn) {
+      frontTurn = answer.turns;
+      frontPolls = 0;
+    }
+    if (!answer.taken && answer.rank <= 1) frontPolls++;
     const answeredAt = w.now();
     hot.mark(w.hotKey, answeredAt, hotWindow(answer.holdMs));
     s.holdMs = answer.holdMs;
@@ -199,10 +212,13 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
  * `pacing.budgetGap`): the polls it still allows keep the fan-out of a take and the lock's release
  * in reserve.
  */
-function budgetGapFor(w: Waiter): number {
-  const nodeCount = w.engine.nodes.length;
-  const pollsLeft = w.o.requestBudget - w.requestsSent() - 2 * nodeCount;
+function budgetGapFor(w: Waiter, frontPolls: number): number {
+  const pollsLeft = w.o.requestBudget - w.requestsSent() - 2 * w.engine.nodes.length;
+  const s = w.state;
   const now = w.now();
+  // Near the front, the first polls of a turn are not spaced while the polls left keep a reserve
+  // for the spacing to plan with (see `pacing.FRONT_POLLS_PER_TURN`).
+  if (s.rank >= 0 && s.rank <= 1 && frontPolls < FRONT_POLLS_PER_TURN && pollsLeft > FRONT_POLLS_RESERVE) return 0;
   return budgetGap(now - w.startedAt, pauseLimit(w) - now, pollsLeft);
 }
 

@@ -34,6 +34,16 @@ export const MAX_FAR_BACK_POLLS_PER_SECOND = 2;
 /** The least gap between two polls near the front of the line, in ms (see {@link rateGap}). */
 export const MIN_POLL_GAP_MS = 50;
 
+/**
+ * Polls a waiter in second place or first may send in one turn of the line (between two releases
+ * through the gate) before the request budget's spacing paces it again (see `budgetGap`): enough
+ * to see the waiter ahead take the lock and to learn when it lets go; behind a long hold, the
+ * spacing takes over, and so it does once the budget runs low (see {@link FRONT_POLLS_RESERVE}).
+ */
+export const FRONT_POLLS_PER_TURN = 3;
+/** Polls the budget keeps for its spacing: below this many left, front polls are spaced too. */
+export const FRONT_POLLS_RESERVE = 8;
+
 /** What the window of {@link rateGap} keeps to spare, in ms. */
 export const POLL_WINDOW_SLACK_MS = 20;
 

@@ -6,12 +6,13 @@
  * never sends more than `requestBudget` for it. On fake time, the requests counted where they leave
  * the waiter's isolate.
  */
-import { describe, expect, it } from "vitest";
-import { LockHeldError, Redlock, RequestBudgetError } from "../../../src/index.js";
+import { describe, expect, it, vi } from "vitest";
+import { LockHeldError, type RedisNode, Redlock, RequestBudgetError } from "../../../src/index.js";
 import { gateIndex } from "../../../src/waiting/gate.js";
 import { aimToken, countedByBudget, gateMode, range, sweepBudgets } from "../support/budget-count.js";
 import { fakeClock, fakeNodes, isolateView } from "../support/fake-node.js";
 import { settle, timerByTimer, useFakeTime } from "../support/fake-time.js";
+import { seededRandom } from "../support/random.js";
 
 useFakeTime();
 
@@ -238,5 +239,49 @@ describe("a waiter whose request budget is spent", () => {
     expect((aims[1] as number) - (aims[0] as number)).toBeLessThanOrEqual(25);
     expect(lock).toBeDefined();
     expect(endedAt - startedAt).toBeGreaterThanOrEqual(3000);
+  });
+});
+
+/**
+ * `isolates` isolates (every node 10 ms away) with `callers` callers each call `acquire()` once
+ * on KEY at once, hold it 30–70 ms (seeded) and release it. Returns, in grant order, the time
+ * from each release to the next grant.
+ */
+async function longLine(isolates: number, callers: number) {
+  const nodes = fakeNodes(NODES);
+  const holds = seededRandom(5);
+  const draws = vi.spyOn(Math, "random").mockImplementation(seededRandom(1));
+  const handoffs: number[] = [];
+  let releasedAt: number | undefined;
+  const views = Array.from({ length: isolates }, () => isolateView(nodes, () => 10));
+  const calls = Array.from({ length: isolates * callers }, async (_, k) => {
+    await after(k);
+    const redlock = new Redlock({ nodes: views[k % isolates] as RedisNode[], clock: fakeClock });
+    const lock = await redlock.acquire(KEY, 10_000);
+    if (releasedAt !== undefined) handoffs.push(Date.now() - releasedAt);
+    await after(30 + Math.floor(40 * holds()));
+    releasedAt = Date.now();
+    await lock.release();
+  });
+  try {
+    await settle(Promise.all(calls), timerByTimer());
+  } finally {
+    draws.mockRestore();
+  }
+  return handoffs;
+}
+
+describe("a long line across isolates", () => {
+  it("a waiter that reached the front late in a long wait comes for its turn on time", async () => {
+    // 8 isolates × 4 callers, as the bench's isolates part runs them.
+    const handoffs = await longLine(8, 4);
+    expect(handoffs.length).toBe(31);
+    // Far into the wait (the second half of the line, 1–2 s of waiting), the request budget's
+    // spacing of polls has grown past 100 ms. A waiter in second place or first still comes for
+    // its turn within a few round trips of the release (20 ms each here), even when its take
+    // came before the release: spaced by the budget, these handoffs averaged 65 ms, up to 108.
+    const late = handoffs.slice(16);
+    expect(late.reduce((a, b) => a + b, 0) / late.length).toBeLessThanOrEqual(45);
+    expect(Math.max(...late)).toBeLessThan(100);
   });
 });
