@@ -179,10 +179,10 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
       if (!roomForAim(w)) {
         // A budget that could not follow up a take that came early: a poll lands there instead
         // (a poll that finds the lock free takes the gate, and the other nodes follow), a
-        // quarter of a hold late: the gate keeps a free lock for its first in line half a hold,
-        // and a poll that came early is followed by the budget's spacing. Paced by that
-        // spacing, the first in line came seconds late, and every turn went by the gate's
-        // rule for a first in line that does not come.
+        // quarter of a hold late, as the gate keeps a free lock for its first in line half a
+        // hold and a poll that came early is followed by the budget's spacing. That spacing
+        // does not put it off: by it, the first in line came seconds late, and every turn
+        // went by the gate's rule for a first in line that does not come.
         nextPollMs = Math.max(aimAt, sentAt + answer.freeInMs + answer.holdMs / 4) - w.now();
         atRelease = 1;
         continue;
@@ -210,14 +210,13 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
 /**
  * The least gap from our last poll to the next that the request budget asks (see
  * `pacing.budgetGap`): the polls it still allows keep the fan-out of a take and the lock's release
- * in reserve.
+ * in reserve. None for the first `FRONT_POLLS_PER_TURN` polls of a turn (`frontPolls` sent so
+ * far) in second place or first, while more than `FRONT_POLLS_RESERVE` polls are left.
  */
 function budgetGapFor(w: Waiter, frontPolls: number): number {
   const pollsLeft = w.o.requestBudget - w.requestsSent() - 2 * w.engine.nodes.length;
   const s = w.state;
   const now = w.now();
-  // Near the front, the first polls of a turn are not spaced while the polls left keep a reserve
-  // for the spacing to plan with (see `pacing.FRONT_POLLS_PER_TURN`).
   if (s.rank >= 0 && s.rank <= 1 && frontPolls < FRONT_POLLS_PER_TURN && pollsLeft > FRONT_POLLS_RESERVE) return 0;
   return budgetGap(now - w.startedAt, pauseLimit(w) - now, pollsLeft);
 }
