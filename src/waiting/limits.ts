@@ -129,16 +129,15 @@ export function roomForAim(w: Waiter): boolean {
 
 /**
  * No room is left for a poll and the take after it: nothing more this call may send can get it
- * the lock. Before the end of the wait, it leaves the line now and throws the `RequestBudgetError`
- * (asleep for the rest of its patience instead, it stayed first in line until its place ran out,
- * and the line behind it moved only by the gate's rule for a first in line that does not come).
- * At the end (the budget's spacing spends the last poll there), the wait ends as the patience or
+ * the lock. Before the end of the wait, the `RequestBudgetError` is thrown now, and the waiter
+ * leaves the line as on every error (see `waiter.ts`): asleep for the rest of its patience
+ * instead, it stayed first in line until its place ran out, and the line behind it moved only by
+ * the gate's rule for a first in line that does not come. At the end (the budget's spacing spends the last poll there), the wait ends as the patience or
  * the deadline ends it.
  */
 export async function noRoomLeft(w: Waiter): Promise<never> {
   const waitLeftMs = pauseLimit(w) - w.now();
   if (waitLeftMs > MAX_POLL_MS) {
-    leave(w);
     const nodeCount = w.engine.nodes.length;
     checkBudget(w.request, w.reports, w.requestsSent(), 1 + nodeCount, nodeCount);
   }

@@ -23,6 +23,19 @@ const TURNS_MS = 1500;
 
 const after = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** `clients` take turns on `key`, holds of 50 ms, each at least once and on until `ms` from now. */
+async function takeTurns(clients: readonly Redlock[], key: string, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  const turns = async (redlock: Redlock) => {
+    do {
+      const lock = await redlock.acquire(key, 10_000);
+      await after(50);
+      await lock.release();
+    } while (Date.now() < end);
+  };
+  await settle(Promise.all(clients.map(turns)), timerByTimer());
+}
+
 /**
  * Two isolates take turns on KEY for TURNS_MS: the holder's (every node 1 ms away) and the
  * waiter's (the gate 1 ms away, the other nodes 30 ms: much nearer than a quorum, which the
@@ -54,18 +67,7 @@ async function overdueHolder(budget: number, holdMs: number) {
     },
   );
   const holder = new Redlock({ nodes: holderIsolate, clock: fakeClock });
-  const end = Date.now() + TURNS_MS;
-  const takeTurns = async (redlock: Redlock) => {
-    while (Date.now() < end) {
-      const lock = await redlock.acquire(KEY, 10_000);
-      await after(50);
-      await lock.release();
-    }
-  };
-  await settle(
-    Promise.all([takeTurns(holder), takeTurns(new Redlock({ nodes: waiterIsolate, clock: fakeClock }))]),
-    timerByTimer(),
-  );
+  await takeTurns([holder, new Redlock({ nodes: waiterIsolate, clock: fakeClock })], KEY, TURNS_MS);
   let granted = false;
   const call = async () => {
     const held = await holder.acquire(KEY, 10_000);
@@ -115,8 +117,7 @@ describe("the gate asked again within an aimed take", () => {
  * A waiter isolate (every node 10 ms away) whose earlier turns on KEY (holds of 50 ms) taught the
  * gate its holds, and a holder isolate (1 ms). `hold` then holds KEY `holdMs` (from the holder's
  * isolate, or on every node but the gate until its keys expire, as a lock taken without the gate
- * leaves it), while the
- * waiter's call, with `budget`, waits for it. Returns how the call ended, when it started and
+ * leaves it), while the waiter's call, with `budget`, waits for it. Returns how the call ended, when it started and
  * ended, and what it sent (with the gate's mode for the gate's requests).
  */
 async function budgetedWaiter(budget: number, holdMs: number, hold: "gate" | "around-the-gate") {
@@ -132,20 +133,10 @@ async function budgetedWaiter(budget: number, holdMs: number, hold: "gate" | "ar
       if (acquiring) sends.push({ at: Date.now(), mode: gateMode(args), counted: countedByBudget(args, "acquiring") });
     },
   );
-  const end = Date.now() + (hold === "gate" ? TURNS_MS : 0);
-  const takeTurns = async (redlock: Redlock) => {
-    // Once at least, on another key when KEY is to be held around the gate: the call on KEY then
-    // starts with a fan-out, and no cluster check is left to make.
-    do {
-      const lock = await redlock.acquire(hold === "gate" ? KEY : "other", 10_000);
-      await after(50);
-      await lock.release();
-    } while (Date.now() < end);
-  };
-  await settle(
-    Promise.all([takeTurns(holder), takeTurns(new Redlock({ nodes: waiterIsolate, clock: fakeClock }))]),
-    timerByTimer(),
-  );
+  // Once, on another key, when KEY is to be held around the gate: the call on KEY then starts
+  // with a fan-out, and no cluster check is left to make.
+  const clients = [holder, new Redlock({ nodes: waiterIsolate, clock: fakeClock })];
+  await (hold === "gate" ? takeTurns(clients, KEY, TURNS_MS) : takeTurns(clients, "other", 0));
   let release: () => Promise<unknown> = async () => {};
   if (hold === "gate") {
     const lock = await settle(holder.acquire(KEY, 10_000), timerByTimer());
@@ -166,7 +157,7 @@ async function budgetedWaiter(budget: number, holdMs: number, hold: "gate" | "ar
   });
   await settle(Promise.all([done, after(holdMs).then(release)]), timerByTimer());
   acquiring = false;
-  return { ...(await outcome), startedAt, endedAt, sends };
+  return { ...(await outcome), startedAt, endedAt, sends, waiter };
 }
 
 describe("a waiter whose request budget is spent", () => {
@@ -174,7 +165,7 @@ describe("a waiter whose request budget is spent", () => {
     // Its fan-out (5), a poll that takes the gate and the other nodes asked (5) leave no room for
     // one more poll and take (6) with the release (5) kept.
     const budget = 16;
-    const { error, startedAt, endedAt, sends } = await budgetedWaiter(budget, 5000, "around-the-gate");
+    const { error, startedAt, endedAt, sends, waiter } = await budgetedWaiter(budget, 5000, "around-the-gate");
     expect(error).toBeInstanceOf(RequestBudgetError);
     expect((error as RequestBudgetError).cause).toBeInstanceOf(LockHeldError);
     // Not vacuous: the waiter stood in line, and its poll took the gate.
@@ -188,6 +179,12 @@ describe("a waiter whose request budget is spent", () => {
     expect(endedAt - startedAt).toBeLessThan(1000);
     expect((leaves[0]?.at ?? 0) - endedAt).toBeLessThanOrEqual(1);
     expect(sends.filter((s) => s.counted).length).toBeLessThanOrEqual(budget - NODES);
+    // The call that gave up left nothing behind (no place in line, no placeholder on the gate):
+    // once the keys held elsewhere ran out, the same client's next call gets the lock at once.
+    const againAt = Date.now();
+    const again = await settle(waiter.acquire(KEY, 10_000), timerByTimer());
+    expect(Date.now() - againAt).toBeLessThanOrEqual(2 * 20 + 5);
+    await settle(again.release(), timerByTimer());
   });
 
   it("keeps a poll and a take in reserve: no take aimed at a release it could not follow up", async () => {
