@@ -28,8 +28,6 @@ import {
 import { type HandedOver, offerWindowEnd, pauseOrTakeOver, takeOver } from "./offers.js";
 import {
   budgetGap,
-  FRONT_POLLS_PER_TURN,
-  FRONT_POLLS_RESERVE,
   gateNearerThanQuorum,
   hotWindow,
   isOverdue,
@@ -44,6 +42,7 @@ import {
   sleepAtHead,
   sleepBehind,
   takeDelays,
+  unspacedAtFront,
 } from "./pacing.js";
 import type { Waiter } from "./state.js";
 
@@ -210,14 +209,13 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
 /**
  * The least gap from our last poll to the next that the request budget asks (see
  * `pacing.budgetGap`): the polls it still allows keep the fan-out of a take and the lock's release
- * in reserve. None for the first `FRONT_POLLS_PER_TURN` polls of a turn (`frontPolls` sent so
- * far) in second place or first, while more than `FRONT_POLLS_RESERVE` polls are left.
+ * in reserve. None for the first polls of a turn near the front (`frontPolls` sent so far, see
+ * `pacing.unspacedAtFront`).
  */
 function budgetGapFor(w: Waiter, frontPolls: number): number {
   const pollsLeft = w.o.requestBudget - w.requestsSent() - 2 * w.engine.nodes.length;
-  const s = w.state;
+  if (unspacedAtFront(w.state.rank, frontPolls, pollsLeft)) return 0;
   const now = w.now();
-  if (s.rank >= 0 && s.rank <= 1 && frontPolls < FRONT_POLLS_PER_TURN && pollsLeft > FRONT_POLLS_RESERVE) return 0;
   return budgetGap(now - w.startedAt, pauseLimit(w) - now, pollsLeft);
 }
 

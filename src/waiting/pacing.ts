@@ -44,6 +44,15 @@ export const FRONT_POLLS_PER_TURN = 3;
 /** Polls the budget keeps for its spacing: below this many left, front polls are spaced too. */
 export const FRONT_POLLS_RESERVE = 8;
 
+/**
+ * Whether a waiter at place `rank` (-1 before its first answer), having sent `frontPolls` polls
+ * near the front in this turn of the line and with `pollsLeft` polls in its budget, polls next
+ * without the budget's spacing (see {@link FRONT_POLLS_PER_TURN}).
+ */
+export function unspacedAtFront(rank: number, frontPolls: number, pollsLeft: number): boolean {
+  return rank >= 0 && rank <= 1 && frontPolls < FRONT_POLLS_PER_TURN && pollsLeft > FRONT_POLLS_RESERVE;
+}
+
 /** What the window of {@link rateGap} keeps to spare, in ms. */
 export const POLL_WINDOW_SLACK_MS = 20;
 

@@ -11,6 +11,8 @@ import {
   averageRtt,
   budgetGap,
   distanceRtt,
+  FRONT_POLLS_PER_TURN,
+  FRONT_POLLS_RESERVE,
   type GateFigures,
   gateNearerThanQuorum,
   gateReleaseDelay,
@@ -33,6 +35,7 @@ import {
   sleepBehind,
   spreadCap,
   takeDelays,
+  unspacedAtFront,
 } from "../../../src/waiting/pacing.js";
 import { seededRandom } from "../support/random.js";
 
@@ -151,6 +154,19 @@ describe("budgetGap: wider as a short budget asks, 5 ms with requests to spare",
     }
     // The sample has waits the budget must stretch to cover, not only short ones.
     expect(budgetsSpent).toBeGreaterThan(20);
+  });
+});
+
+describe("unspacedAtFront: the first 3 polls of a turn in second place or first, while more than 8 polls are left", () => {
+  it.each([
+    { rank: 0, frontPolls: 0, pollsLeft: 20, expected: true },
+    { rank: 1, frontPolls: FRONT_POLLS_PER_TURN - 1, pollsLeft: FRONT_POLLS_RESERVE + 1, expected: true },
+    { rank: 1, frontPolls: FRONT_POLLS_PER_TURN, pollsLeft: 20, expected: false },
+    { rank: 0, frontPolls: 0, pollsLeft: FRONT_POLLS_RESERVE, expected: false },
+    { rank: 2, frontPolls: 0, pollsLeft: 20, expected: false },
+    { rank: -1, frontPolls: 0, pollsLeft: 20, expected: false },
+  ])("place $rank, $frontPolls polls this turn, $pollsLeft left: $expected", (c) => {
+    expect(unspacedAtFront(c.rank, c.frontPolls, c.pollsLeft)).toBe(c.expected);
   });
 });
 
