@@ -63,7 +63,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
   let atRelease = 0;
   // Polls sent near the front of the line (second place or first) in the line's present turn:
   // the first few are not put off by the budget's spacing either. Far into a long wait that
-  // spacing grows to a few hundred ms (at 32 waiters, 140–190 ms), and a waiter that became first
+  // spacing grows past a hundred ms (see docs/waiting.md), and a waiter that became first
   // came for its turn that late, after the gate had given the lock to whoever polled first.
   let frontTurn = -1;
   let frontPolls = 0;
