@@ -1,14 +1,18 @@
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { extendScript } from "../../src/core/scripts/extend.js";
 import { releaseScript } from "../../src/core/scripts/release.js";
 import { handOverScript } from "../../src/waiting/scripts/hand-over.js";
 import { PATCHES, replaceOnce } from "../../tools/chaos/build.js";
+import { forkClient } from "../../tools/chaos/clients.js";
 import { verdictOf } from "../../tools/chaos/harness.js";
 import { tokenId } from "../../tools/chaos/history.js";
 import { classifyScript, monitorLineToEvent, parseMonitorLine } from "../../tools/chaos/monitor.js";
 import { CLOCK_JUMP_SCRIPT, drawSchedule } from "../../tools/chaos/nemesis.js";
 import { parseOptions } from "../../tools/chaos/options.js";
+import type { ClientConfig } from "../../tools/chaos/protocol.js";
 import { createRng } from "../../tools/chaos/rng.js";
 import { SCENARIOS, scenarioByName } from "../../tools/chaos/scenarios.js";
 
@@ -232,5 +236,42 @@ describe("command line and verdicts", () => {
       "overlap",
       "readWrite",
     ]);
+  });
+});
+
+describe("client processes", () => {
+  // A client can die (SIGKILL, a crash) before the harness sees its exit; a message posted to it in
+  // that window must be dropped, never thrown out of the harness as an unhandled EPIPE.
+  it("drops a message to a client that died before its exit was seen", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "chaos-client-"));
+    const bundle = join(dir, "client.cjs");
+    writeFileSync(
+      bundle,
+      `process.on("message", (m) => {
+        if (m.type === "init") process.send({ type: "ready" });
+        if (m.type === "ping") process.send({ type: "pong", id: m.id, t: 0 });
+      });`,
+    );
+    try {
+      const client = await forkClient(bundle).init({ id: "c1" } as ClientConfig, () => {});
+      const errors: unknown[] = [];
+      const onError = (error: unknown) => errors.push(error);
+      process.on("uncaughtException", onError);
+      try {
+        process.kill(client.pid, "SIGKILL");
+        // Blocks this thread (no event loop turn, so no exit event) while the kernel closes the pipe.
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+        expect(client.alive()).toBe(true);
+        for (let i = 0; i < 3; i++) client.stale({ resources: ["r"], token: "t", from: "c1.0", tag: "" });
+        await client.kill();
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      } finally {
+        process.off("uncaughtException", onError);
+      }
+      expect(errors).toEqual([]);
+      expect(client.alive()).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

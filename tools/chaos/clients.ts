@@ -152,8 +152,11 @@ async function initClient(
         break;
     }
   });
+  // A client can die before its exit event arrives; a write to its closed channel then fails with
+  // EPIPE. The message is moot (the death shows as the exit), so the callback drops the error,
+  // which send() would otherwise emit on the child with no listener: an uncaught exception.
   const post = (message: ToClient) => {
-    if (!exited && child.connected) child.send(message);
+    if (!exited && child.connected) child.send(message, undefined, undefined, () => {});
   };
   const request = (build: (id: number) => ToClient, timeoutMs: number) =>
     new Promise<FromClient | undefined>((resolve) => {

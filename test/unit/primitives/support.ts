@@ -26,15 +26,16 @@ export function delayed(node: RedisNode, ms: number): RedisNode {
     id: node.id,
     command(args, signal) {
       return new Promise<RedisReply>((resolve, reject) => {
-        const timer = setTimeout(() => node.command(args, signal).then(resolve, reject), ms);
-        signal.addEventListener(
-          "abort",
-          () => {
-            clearTimeout(timer);
-            reject(signal.reason);
-          },
-          { once: true },
-        );
+        // A node stops listening to the signal once its answer is on the way (fan-outs reuse it).
+        const onAbort = () => {
+          clearTimeout(timer);
+          reject(signal.reason);
+        };
+        const timer = setTimeout(() => {
+          signal.removeEventListener("abort", onAbort);
+          node.command(args, signal).then(resolve, reject);
+        }, ms);
+        signal.addEventListener("abort", onAbort, { once: true });
       });
     },
   };
