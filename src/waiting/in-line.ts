@@ -35,6 +35,7 @@ import {
   margin,
   nextOverdue,
   pollInterval,
+  quorumRtt,
   rateGap,
   releaseImminent,
   releaseInReach,
@@ -232,7 +233,8 @@ export function sleepFor(w: Waiter, answer: GateAnswer): number {
     return sleepAtHead(answer, s.rttMs, now - s.headSince, overdueForMs);
   }
   s.headSince = undefined;
-  return sleepBehind(answer, s.rttMs, overdueForMs, Math.random());
+  const toQuorum = quorumRtt(w.hot.nodeRtts(), w.engine.nodes.length, w.o.quorum) ?? s.rttMs;
+  return sleepBehind(answer, s.rttMs, overdueForMs, Math.random(), toQuorum);
 }
 
 /** How the other nodes are asked again after "held" while the gate is ours (see `pacing.retryHeld`). */

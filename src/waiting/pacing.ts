@@ -217,6 +217,15 @@ export function gateNearerThanQuorum(rtts: readonly number[], nodes: number, gat
   return quorumOneWay(oneWay, quorum) > 2 * (oneWay[gate] as number) + MIN_SHIFT_MS;
 }
 
+/**
+ * Our round trip to the quorum-th nearest node, in ms: the least a turn takes a holder near us (its
+ * take must reach a quorum); `undefined` while a round trip is unknown.
+ */
+export function quorumRtt(rtts: readonly number[], nodes: number, quorum: number): number | undefined {
+  const oneWay = knownOneWay(rtts, nodes);
+  return oneWay === undefined ? undefined : 2 * quorumOneWay(oneWay, quorum);
+}
+
 /** The quorum-th shortest of `oneWay`: when a request sent to every node has reached a quorum. */
 function quorumOneWay(oneWay: readonly number[], quorum: number): number {
   return [...oneWay].sort((a, b) => a - b)[quorum - 1] as number;
@@ -264,10 +273,13 @@ export function sleepAtHead(
  * answer's arrival (the next poll lands a round trip after it is sent). `random` in [0, 1) spreads
  * the cap (see {@link spreadCap}); `overdueForMs` as in {@link sleepAtHead}.
  *
- * No hold recorded yet: a turn lasts at least its holder's round trip, so each waiter ahead takes
- * at least that long; half our round trip per place leaves room for holders nearer the nodes (a
- * line of 64 polling every 100 ms sent 600 polls a second and slowed the handoffs it waited for),
- * kept under 500 ms so that a guess too long costs a late turn only.
+ * No hold recorded yet: a turn lasts at least its holder's round trip to a quorum, so each waiter
+ * ahead takes at least that long; half our own (`quorumRttMs`, the gate's round trip while it is
+ * unknown) per place leaves room for holders nearer the nodes (a line of 64 polling every 100 ms
+ * sent 600 polls a second and slowed the handoffs it waited for), kept under 500 ms so that a guess
+ * too long costs a late turn only. Not the gate's round trip: beside a gate whose quorum is far, a
+ * waiter three places back polled every 50 ms through turns of a quarter second and had spent its
+ * request budget by its own turn.
  *
  * A hold recorded: wake once the waiter ahead should have taken the lock, a third of the way into
  * the window from that take to a round trip before its release. A turn is the line's measured pace,
@@ -281,10 +293,11 @@ export function sleepBehind(
   rttMs: number,
   overdueForMs: number | undefined,
   random: number,
+  quorumRttMs: number = rttMs,
 ): number {
   const interval = pollInterval(answer.holdMs, rttMs);
   if (answer.holdMs === 0) {
-    return Math.min(Math.max((answer.rank * rttMs) / 2, interval), spreadCap(MAX_SLEEP_MS / 4, random));
+    return Math.min(Math.max((answer.rank * quorumRttMs) / 2, interval), spreadCap(MAX_SLEEP_MS / 4, random));
   }
   const m = margin(answer.holdDeviationMs, rttMs);
   const turnMs = answer.cycleMs > 0 ? Math.min(answer.cycleMs, answer.holdMs + m + rttMs / 4) : answer.holdMs + m;

@@ -282,3 +282,59 @@ describe("a long line across isolates", () => {
     expect(Math.max(...late)).toBeLessThan(100);
   });
 });
+
+/**
+ * A line's first contention (the gate has no hold recorded): a holder keeps KEY 1 s, three waiters
+ * queue behind it, and then a waiter whose isolate stands next to the gate (1 ms) but 75 ms from
+ * every other node, so that a turn lasts at least its 150 ms round trip to a quorum. Counts the
+ * polls that waiter sends to the gate until the holder lets go.
+ */
+async function pollsBesideNearGate(): Promise<number> {
+  const nodes = fakeNodes(NODES);
+  const gate = gateIndex([KEY], NODES);
+  let holding = true;
+  let polls = 0;
+  const near = isolateView(nodes, () => 1);
+  const waiterIsolate = isolateView(
+    nodes,
+    (i) => (i === gate ? 1 : 75),
+    (args) => {
+      if (holding && gateMode(args) !== undefined) polls++;
+    },
+  );
+  // The waiter's isolate learns its round trips from turns on another key.
+  await takeTurns(
+    [new Redlock({ nodes: near, clock: fakeClock }), new Redlock({ nodes: waiterIsolate, clock: fakeClock })],
+    "other",
+    300,
+  );
+  polls = 0;
+  const holder = await settle(new Redlock({ nodes: near, clock: fakeClock }).acquire(KEY, 10_000), timerByTimer());
+  const waiters = [0, 1, 2].map(async (k) => {
+    await after(10 * k);
+    const lock = await new Redlock({ nodes: near, clock: fakeClock }).acquire(KEY, 10_000);
+    await after(50);
+    await lock.release();
+  });
+  const last = (async () => {
+    await after(40);
+    const lock = await new Redlock({ nodes: waiterIsolate, clock: fakeClock }).acquire(KEY, 10_000);
+    await lock.release();
+  })();
+  const holds = (async () => {
+    await after(1000);
+    holding = false;
+    await holder.release();
+  })();
+  await settle(Promise.all([...waiters, last, holds]), timerByTimer());
+  return polls;
+}
+
+describe("the first contention of a line, beside a gate whose quorum is far", () => {
+  it("a waiter three places back polls by its round trip to a quorum, not to the gate", async () => {
+    // Half the quorum's 150 ms round trip per place ahead: 4 polls through the 1 s hold. Paced by
+    // the gate's 2 ms round trip, it polled every 50 ms until the budget's spacing stretched the
+    // gaps: 10 polls.
+    expect(await pollsBesideNearGate()).toBeLessThanOrEqual(6);
+  });
+});

@@ -27,6 +27,7 @@ import {
   patientPace,
   placeholderMs,
   pollInterval,
+  quorumRtt,
   rateGap,
   releaseImminent,
   releaseInReach,
@@ -246,6 +247,17 @@ describe("gateNearerThanQuorum: a take that came early asks again in its attempt
   });
 });
 
+describe("quorumRtt: our round trip to the quorum-th nearest node", () => {
+  it.each([
+    { what: "eu-west-1: the third nearest of five", rtts: [80.52, 4, 137, 19.56, 153.2], quorum: 3, expected: 80.52 },
+    { what: "the same nodes, a quorum of four", rtts: [80.52, 4, 137, 19.56, 153.2], quorum: 4, expected: 137 },
+    { what: "a node not heard from yet", rtts: [80.52, 4, 0, 19.56, 153.2], quorum: 3, expected: undefined },
+    { what: "fewer round trips than nodes", rtts: [80.52, 4], quorum: 3, expected: undefined },
+  ])("$what → $expected", ({ rtts, quorum, expected }) => {
+    expect(quorumRtt(rtts, 5, quorum)).toBe(expected);
+  });
+});
+
 describe("takeDelays: a take's requests leave so that all land at once, the farthest node's first", () => {
   it("sends each node its request the difference of one-way times after the farthest's", () => {
     // From us-west-2: the farthest node (eu-central-1, 159.5 ms) first, the node next door last.
@@ -422,6 +434,27 @@ describe("sleepBehind: a waiter behind the first wakes once the waiter ahead sho
     { why: "60th: capped (draw 0.5)", answer: { rank: 60 }, random: 0.5, expected: 1600 },
   ])("$why → $expected", ({ answer, random, expected, overdue }) => {
     expect(sleepBehind(figures(answer), 20, overdue, random)).toBeCloseTo(expected, 9);
+  });
+
+  it.each([
+    { why: "no hold recorded, 4th, the quorum 150 ms away: half of that per place", rank: 3, expected: 225 },
+    { why: "no hold recorded, 10th: capped by the spread cap (draw 0)", rank: 10, expected: 300 },
+    {
+      why: "no hold recorded, 2nd, a quorum nearer than the gate: a poll interval",
+      rank: 1,
+      quorumRttMs: 10,
+      expected: 20,
+    },
+  ])("$why → $expected", ({ rank, quorumRttMs = 150, expected }) => {
+    expect(sleepBehind(figures({ rank, holdMs: 0 }), 20, undefined, 0, quorumRttMs)).toBeCloseTo(expected, 9);
+  });
+
+  it("paces by the quorum's round trip only while no hold is recorded", () => {
+    for (const rank of [1, 3, 8, 40]) {
+      expect(sleepBehind(figures({ rank }), 20, undefined, 0, 150)).toBe(
+        sleepBehind(figures({ rank }), 20, undefined, 0),
+      );
+    }
   });
 
   it("for any answer, sleeps between a poll interval and the longest sleep; the first in line at most 100 ms", () => {
