@@ -277,9 +277,9 @@ export function sleepAtHead(
  * ahead takes at least that long; half our own (`quorumRttMs`, the gate's round trip while it is
  * unknown) per place leaves room for holders nearer the nodes (a line of 64 polling every 100 ms
  * sent 600 polls a second and slowed the handoffs it waited for), kept under 500 ms so that a guess
- * too long costs a late turn only. Not the gate's round trip: beside a gate whose quorum is far, a
- * waiter three places back polled every 50 ms through turns of a quarter second and had spent its
- * request budget by its own turn.
+ * too long costs a late turn only. The quorum's round trip, not the gate's: beside a gate whose
+ * quorum is far, the gate answers in a few ms while each turn lasts a quarter second, and polls
+ * paced by the gate spend the request budget before the waiter's own turn.
  *
  * A hold recorded: wake once the waiter ahead should have taken the lock, a third of the way into
  * the window from that take to a round trip before its release. A turn is the line's measured pace,
