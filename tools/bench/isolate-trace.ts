@@ -19,7 +19,7 @@
  * (`quorum`: 3 for the parts' N = 5), how many handoffs waited for a placeholder on the gate to run
  * out, and the critical section's own spread.
  */
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { scriptBySha } from "../../src/testing/scripts.js";
@@ -46,8 +46,17 @@ export function traceRecorder(
   label: string,
 ): { record(event: TraceEvent["event"], detail?: string): void } | undefined {
   if (!dir) return undefined;
+  // The trace is written at exit: the folder is made now, while a failure can still be seen.
+  mkdirSync(dir, { recursive: true });
   const lines: string[] = [];
-  process.on("exit", () => writeFileSync(join(dir, `${label}-${process.pid}.log`), lines.join("\n")));
+  process.on("exit", () => {
+    const file = join(dir, `${label}-${process.pid}.log`);
+    try {
+      writeFileSync(file, lines.join("\n"));
+    } catch (error) {
+      console.error(`isolate trace: could not write ${file}: ${(error as Error).message}`);
+    }
+  });
   return {
     record(event, detail) {
       const at = (performance.timeOrigin + performance.now()).toFixed(2);

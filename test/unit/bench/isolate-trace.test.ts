@@ -3,10 +3,19 @@
  * figures are known: release → grant gaps, one take against several, when the take left, its
  * quorum-th answer, and the critical section. The trace never carries a request's arguments.
  */
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { releaseScript } from "../../../src/core/scripts/release.js";
 import { gateScript } from "../../../src/waiting/scripts/gate.js";
-import { analyseTrace, describeReply, describeRequest, parseTrace } from "../../../tools/bench/isolate-trace.js";
+import {
+  analyseTrace,
+  describeReply,
+  describeRequest,
+  parseTrace,
+  traceRecorder,
+} from "../../../tools/bench/isolate-trace.js";
 
 /** A take by `pid` at `at`: SETs to 4 nodes and the gate's script, answered `answers` ms later each. */
 function take(pid: string, at: number, answers: readonly number[]): string[] {
@@ -127,5 +136,18 @@ describe("the isolates trace analysis", () => {
     // Negative control: the same trace without the gate's answers counts none.
     const bare = text.replace(/ gate:take( \S+)?/g, "");
     expect(analyseTrace(parseTrace(bare), 3).unreleased.count).toBe(0);
+  });
+});
+
+describe("the trace recorder", () => {
+  it("makes its folder when it starts: the trace is written at exit, too late to make it", () => {
+    const root = mkdtempSync(join(tmpdir(), "isolate-trace-"));
+    try {
+      const dir = join(root, "not", "there");
+      expect(traceRecorder(dir, "edge-redlock-defaults")).toBeDefined();
+      expect(existsSync(dir)).toBe(true);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
