@@ -250,6 +250,48 @@ describe("checker 2, from the nodes' log: no other quorum can form until the cla
     expect(checkBacking(aligned, 5, 3, 1000)).toEqual({ checked: 1, anomalies: [] });
   });
 
+  it("reports no claim a clock offset within its handshake's bound would back, and still reports one none would", () => {
+    // The CI failure on f158b62, rescaled: client c1's handshake measured its clock 7.7 ms ahead,
+    // give or take 7.85 (a loaded machine: its best ping took 15.7 ms). Its grant returned at 103.6
+    // and it released at 108.4 on its clock; the nodes logged the SETs at 93.3-104.4 and the
+    // release from 111.8. Corrected by 7.7, the claim ends at 100.7, when only nodes 1 and 2 had
+    // the key. But the grant cannot have returned before the third SET (101.3): the true offset was
+    // at most 2.3, and at every end the bound allows from 100.7 + 2.3 on, all five held the key.
+    const clock = (uncertaintyMs: number): HistoryEvent => ({
+      t: 0,
+      process: "harness",
+      type: "info",
+      f: "clock-offset",
+      data: { client: "c1", offsetMs: 7.7, uncertaintyMs },
+    });
+    const setAt = [101.3, 93.3, 100.3, 102.8, 104.4];
+    const releaseAt = [111.8, 113.9, 115.0, 115.3, 115.6];
+    const node = (n: number) =>
+      monitorStream(n, [
+        { t: setAt[n] as number, cmd: "SET", key: "r", value: "b", nx: true, ms: 2000 },
+        { t: releaseAt[n] as number, cmd: "EVALSHA", script: "release", key: "r", value: "b" },
+        { t: releaseAt[n] as number, cmd: "DEL", key: "r", source: "lua" },
+      ]);
+    const held = grant("c1.3", "b", { acquiredAt: 103.6, claimedUntil: 2000, releaseAt: 108.4 });
+    const nodes = [0, 1, 2, 3, 4].flatMap((n) => node(n));
+    const result = checkBacking([clock(7.85), ...held, ...nodes], 5, 3, 2000);
+    expect(result.anomalies).toEqual([]);
+    expect(result.clockUncertain).toEqual({ count: 1, maxUncertaintyMs: 7.85 });
+    // Negative controls: the same log with a tight handshake (the correction is then trusted), and
+    // with the key gone from three nodes long before any end the bound allows.
+    const tight = checkBacking([clock(0.05), ...held, ...nodes], 5, 3, 2000);
+    expect(tight.anomalies).toHaveLength(1);
+    expect(tight.anomalies[0]).toMatchObject({ lock: "b", t: expect.closeTo(100.7, 6), holders: [1, 2] });
+    expect(tight.clockUncertain).toBeUndefined();
+    // Nodes 0, 2 and 3 set another client's key, never ours: no end the bound allows is backed.
+    const others = [0, 2, 3].flatMap((n) =>
+      monitorStream(n, [{ t: setAt[n] as number, cmd: "SET", key: "r", value: "c", nx: true, ms: 2000 }]),
+    );
+    const gone = checkBacking([clock(7.85), ...held, ...node(1), ...node(4), ...others], 5, 3, 2000);
+    expect(gone.anomalies).toHaveLength(1);
+    expect(gone.clockUncertain).toBeUndefined();
+  });
+
   it("counts a restarted node as possibly holding anything until its keys surely expired", () => {
     const reset = (node: number): HistoryEvent => ({
       t: 500,

@@ -117,6 +117,7 @@ export function summarize(result: ScenarioResult): ScenarioSummary {
     audits: checks.claims.audits,
     logChecks: checks.backing.checked,
     ...(checks.backing.clockSkewed ? { logChecksClockSkewed: checks.backing.clockSkewed } : {}),
+    ...(checks.backing.clockUncertain ? { logChecksClockUncertain: checks.backing.clockUncertain } : {}),
     minClaimMarginMs: finiteOrNull(checks.claims.minMarginMs),
     minClaimUpperMarginMs: finiteOrNull(checks.claims.minUpperMarginMs),
     maxOverlapMs: Math.round(checks.overlap.maxOverlapMs),

@@ -21,6 +21,11 @@ export interface Grant {
   /** Release invoke time, or the time the lock's signal aborted (the claim was withdrawn), if any. */
   readonly endedAt: number | undefined;
   /**
+   * How far its times may be from the harness clock: the bound of its process's handshake (the
+   * offset it measured, corrected for, is exact only within this), ms.
+   */
+  readonly clockUncertaintyMs: number;
+  /**
    * Claimed windows: `[acquire ok, claimed deadline]`, then `[extend ok, new claimed deadline]`
    * for every extension, each cut at `endedAt`. Their union is when the lock claimed to be held.
    */
@@ -79,6 +84,7 @@ export function grantsOf(history: readonly HistoryEvent[]): Grant[] {
       lock: d.lock,
       acquiredAt: d.acquiredAt,
       endedAt: d.endedAt,
+      clockUncertaintyMs: clockOf(clocks, d.process).uncertaintyMs,
       windows,
     }));
   });
