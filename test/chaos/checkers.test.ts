@@ -39,6 +39,26 @@ describe("checker 1: overlapping grants", () => {
     expect(checkOverlaps(history).anomalies[0]).toMatchObject({ start: 1010, end: 1020 });
   });
 
+  it("reports no overlap shorter than the two processes' handshake bounds allow, and one of one process whatever its bound", () => {
+    // c0's release lands 4 ms into c1's grant by the corrected clocks, but c0's offset is only
+    // known to within 5 ms and c1's to 0.5: the overlap may not have been real.
+    const across = (u0: number, u1: number) => [
+      clockOffset("c0", 0, u0),
+      clockOffset("c1", 0, u1),
+      ...grant("c0.1", "a", { acquiredAt: 0, claimedUntil: 2000, releaseAt: 1014 }),
+      ...grant("c1", "b", { acquiredAt: 1010, claimedUntil: 3000, releaseAt: 1500 }),
+    ];
+    expect(checkOverlaps(across(5, 0.5)).anomalies).toEqual([]);
+    // Negative controls: tight bounds, and two workers of one process (one clock: no cross-process error).
+    expect(checkOverlaps(across(0.05, 0.05)).anomalies).toHaveLength(1);
+    const within = [
+      clockOffset("c0", 0, 5),
+      ...grant("c0.1", "a", { acquiredAt: 0, claimedUntil: 2000, releaseAt: 1014 }),
+      ...grant("c0.2", "b", { acquiredAt: 1010, claimedUntil: 3000, releaseAt: 1500 }),
+    ];
+    expect(checkOverlaps(within).anomalies).toHaveLength(1);
+  });
+
   it("passes grants that follow each other", () => {
     const history = [
       ...grant("c0", "a", { acquiredAt: 0, claimedUntil: 1000, releaseAt: 400 }),

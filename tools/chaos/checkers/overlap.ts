@@ -32,7 +32,10 @@ export interface OverlapResult {
  */
 export const CROSS_PROCESS_TOLERANCE_MS = 1;
 
-/** Finds every pair of grants of one resource whose claimed windows intersect by more than the tolerance. */
+/**
+ * Finds every pair of grants of one resource whose claimed windows intersect by more than the
+ * tolerance and, for two processes, the bounds of their clock handshakes.
+ */
 export function checkOverlaps(
   history: readonly HistoryEvent[],
   toleranceMs: number = CROSS_PROCESS_TOLERANCE_MS,
@@ -52,8 +55,10 @@ export function checkOverlaps(
         const a = list[i] as Grant;
         const b = list[j] as Grant;
         const overlap = intersect(a, b);
-        // Each process's readings are corrected by its measured clock offset (see `grantsOf`).
-        if (overlap && overlap.end - overlap.start > toleranceMs) {
+        // Each process's readings are corrected by its measured clock offset (see `grantsOf`),
+        // exact within its handshake's bound: two processes' readings may be off by both bounds.
+        const bounds = sameProcess(a, b) ? 0 : a.clockUncertaintyMs + b.clockUncertaintyMs;
+        if (overlap && overlap.end - overlap.start > toleranceMs + bounds) {
           anomalies.push({
             resource,
             first: { process: a.process, lock: a.lock },
@@ -66,6 +71,11 @@ export function checkOverlaps(
   }
   const maxOverlapMs = anomalies.reduce((m, o) => Math.max(m, o.end - o.start), 0);
   return { grants: grants.length, anomalies, maxOverlapMs };
+}
+
+/** Whether two grants were read by one client process (worker "c0.1" is process "c0"): one clock. */
+function sameProcess(a: Grant, b: Grant): boolean {
+  return a.process.split(".")[0] === b.process.split(".")[0];
 }
 
 /** The longest intersection of two grants' claimed windows, if any. */
