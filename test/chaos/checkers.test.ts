@@ -588,6 +588,28 @@ describe("checkers 6 and 7: semaphores and read-write locks", () => {
     expect(anomalyCounts(checks).overPermits).toBe(1);
   });
 
+  it("reads each process's times corrected by its measured clock offset, as C1 does", () => {
+    // c2's clock runs 85 ms ahead: its writer, at 635-735 on its clock, came at 550-650 on the
+    // harness's, inside c1's read (100-600). Uncorrected, the writer looked as if it came after.
+    const readers = [
+      ...primitive("c0", "a", "read", { acquiredAt: 0, claimedUntil: 1000, releaseAt: 500 }),
+      ...primitive("c1", "b", "read", { acquiredAt: 100, claimedUntil: 1100, releaseAt: 600 }),
+    ];
+    const writer = primitive("c2", "w", "write", { acquiredAt: 635, claimedUntil: 1635, releaseAt: 735 });
+    const options = { nodes: 3, quorum: 2, maxTtlMs: 4000 };
+    const skewed = checkHistory([clockOffset("c2", 85, 0.05), ...readers, ...writer], options);
+    // (Its window cut by its 0.05 ms bound: certain from 550.05.)
+    expect(skewed.primitives.readWrite).toEqual([
+      expect.objectContaining({ writer: "c2/w", other: "c1/b", start: 550.05, end: 600 }),
+    ]);
+    // Control: the same clock known only to within 60 ms (the 50 ms overlap may not have been
+    // real), and the same readings with the clocks aligned (the writer came after).
+    const loose = checkHistory([clockOffset("c2", 85, 60), ...readers, ...writer], options);
+    expect(loose.primitives.readWrite).toEqual([]);
+    const aligned = checkHistory([clockOffset("c2", 0, 0.05), ...readers, ...writer], options);
+    expect(aligned.primitives.readWrite).toEqual([]);
+  });
+
   it("passes readers side by side and a writer after them; reports a writer beside a reader", () => {
     const readers = [
       ...primitive("c0", "a", "read", { acquiredAt: 0, claimedUntil: 1000, releaseAt: 500 }),

@@ -62,11 +62,19 @@ export function checkHistory(
     foreignTouch: checkForeignTouches(history, options.maxTtlMs),
     counter: checkCounters(history),
     liveness: checkLiveness(history),
-    primitives: checkPrimitiveGrants(primitiveGrants(history.filter(ofPrimitive)), CROSS_PROCESS_TOLERANCE_MS),
+    primitives: checkPrimitiveGrants(
+      primitiveGrants(history.filter((e) => ofPrimitive(e) || e.f === "clock-offset")),
+      CROSS_PROCESS_TOLERANCE_MS,
+    ),
   };
 }
 
-/** The grants of primitives, with the mode and permits their acquisitions recorded. */
+/**
+ * The grants of primitives, with the mode and permits their acquisitions recorded, on the harness
+ * clock (each process's offset corrected, `clock-offset` events kept for it). Each window is cut
+ * by its process's handshake bound at both ends: what remains was claimed at those instants
+ * whatever the offset within the bound, so an anomaly among them is certain.
+ */
 function primitiveGrants(history: readonly HistoryEvent[]): PrimitiveGrant[] {
   const recorded = new Map<string, LockEvent>();
   for (const e of history) {
@@ -81,7 +89,9 @@ function primitiveGrants(history: readonly HistoryEvent[]): PrimitiveGrant[] {
         holder: `${g.process}/${g.lock}`,
         mode: acquired.mode,
         permits: acquired.permits,
-        windows: g.windows,
+        windows: g.windows
+          .map((w) => ({ start: w.start + g.clockUncertaintyMs, end: w.end - g.clockUncertaintyMs }))
+          .filter((w) => w.end > w.start),
       },
     ];
   });
