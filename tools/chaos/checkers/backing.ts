@@ -67,21 +67,14 @@ export function checkBacking(
   const needed = nodes - quorum + 1;
   const streams = monitorStreams(history);
   if (streams.size === 0) return { checked: 0, anomalies: [] };
-  type Query = { t: number; key: string; lock: string; process: string; uncertaintyMs: number; holders: number[] };
+  type Query = { t: number; key: string; lock: string; process: string; holders: number[] };
   const queries: Query[] = [];
   const uncertainty = new Map<string, number>();
   for (const g of grantsOf(history)) {
     uncertainty.set(`${g.process}|${g.lock}`, g.clockUncertaintyMs);
     for (const w of g.windows) {
       if (Number.isFinite(w.end))
-        queries.push({
-          t: w.end,
-          key: g.resource,
-          lock: g.lock,
-          process: g.process,
-          uncertaintyMs: g.clockUncertaintyMs,
-          holders: [],
-        });
+        queries.push({ t: w.end, key: g.resource, lock: g.lock, process: g.process, holders: [] });
     }
   }
   queries.sort((a, b) => a.t - b.t);
