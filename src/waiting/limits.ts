@@ -132,8 +132,8 @@ export function roomForAim(w: Waiter): boolean {
  * the lock. Before the end of the wait, the `RequestBudgetError` is thrown now, and the waiter
  * leaves the line as on every error (see `waiter.ts`): asleep for the rest of its patience
  * instead, it stayed first in line until its place ran out, and the line behind it moved only by
- * the gate's rule for a first in line that does not come. At the end (the budget's spacing spends the last poll there), the wait ends as the patience or
- * the deadline ends it.
+ * the gate's rule for a first in line that does not come. At the end (the budget's spacing
+ * spends the last poll there), the wait ends as the patience or the deadline ends it.
  */
 export async function noRoomLeft(w: Waiter): Promise<never> {
   const waitLeftMs = pauseLimit(w) - w.now();

@@ -51,8 +51,9 @@ export interface ForkedClient {
 
 const setpriv = process.platform === "linux" ? findExecutable("setpriv") : undefined;
 
-/** Pings of a clock handshake: at least the first, at most the second. */
-const HANDSHAKE_PINGS = [5, 40] as const;
+/** Pings of a clock handshake at least, and at most. */
+const HANDSHAKE_MIN_PINGS = 5;
+const HANDSHAKE_MAX_PINGS = 40;
 /** A handshake's bound (half its best ping's round trip) good enough to stop at, ms. */
 const HANDSHAKE_GOOD_MS = 0.5;
 
@@ -187,9 +188,8 @@ async function initClient(
   // bound is half the best ping's round trip; on a loaded machine the first pings can all take
   // several ms (a bound of 7.85 ms in a CI run), so it goes on until one is quick, within a limit.
   let best: { offsetMs: number; uncertaintyMs: number } | undefined;
-  const [fewest, most] = HANDSHAKE_PINGS;
-  for (let i = 0; i < most; i++) {
-    if (i >= fewest && best !== undefined && best.uncertaintyMs <= HANDSHAKE_GOOD_MS) break;
+  for (let i = 0; i < HANDSHAKE_MAX_PINGS; i++) {
+    if (i >= HANDSHAKE_MIN_PINGS && best !== undefined && best.uncertaintyMs <= HANDSHAKE_GOOD_MS) break;
     const sentAt = harnessNow();
     const pong = await request((id) => ({ type: "ping", id }), 2_000);
     const receivedAt = harnessNow();

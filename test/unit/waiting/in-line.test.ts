@@ -117,8 +117,8 @@ describe("the gate asked again within an aimed take", () => {
  * A waiter isolate (every node 10 ms away) whose earlier turns on KEY (holds of 50 ms) taught the
  * gate its holds, and a holder isolate (1 ms). `hold` then holds KEY `holdMs` (from the holder's
  * isolate, or on every node but the gate until its keys expire, as a lock taken without the gate
- * leaves it), while the waiter's call, with `budget`, waits for it. Returns how the call ended, when it started and
- * ended, and what it sent (with the gate's mode for the gate's requests).
+ * leaves it), while the waiter's call, with `budget`, waits for it. Returns how the call ended,
+ * when it started and ended, and what it sent (with the gate's mode for the gate's requests).
  */
 async function budgetedWaiter(budget: number, holdMs: number, hold: "gate" | "around-the-gate") {
   const nodes = fakeNodes(NODES);

@@ -153,7 +153,7 @@ export function checkBacking(
  * the interval.
  */
 function mostHoldersWithin(
-  streams: ReadonlyMap<number, readonly Parameters<NodeReplay["apply"]>[0][]>,
+  streams: ReadonlyMap<number, readonly NodeEvent[]>,
   claim: UnbackedClaim,
   from: number,
   to: number,
@@ -164,31 +164,42 @@ function mostHoldersWithin(
   let most = 0;
   for (const t of instants) {
     let holders = 0;
-    for (const events of streams.values()) {
-      const replay = new NodeReplay(maxTtlMs);
-      for (const e of events) {
-        if (e.t > t) break;
-        replay.apply(e);
-      }
-      if (replay.mayHold(claim.resource, claim.lock, t)) holders++;
-    }
+    for (const events of streams.values()) if (mayHoldAt(events, claim.resource, claim.lock, t, maxTtlMs)) holders++;
     most = Math.max(most, holders);
   }
   return most;
 }
 
+/** One event of a node's log, as the replay reads it. */
+type NodeEvent = Parameters<NodeReplay["apply"]>[0];
+
 /** Whether a node's replayed log may hold `token` under `key` right before instant `t`. */
 function heldJustBefore(
-  events: readonly Parameters<NodeReplay["apply"]>[0][],
+  events: readonly NodeEvent[],
   key: string,
   token: string,
   t: number,
   maxTtlMs: number,
 ): boolean {
+  return mayHoldAt(events, key, token, t, maxTtlMs, true);
+}
+
+/**
+ * Whether a node's log may hold `token` under `key` at instant `t`, its events at `t` included
+ * (`justBefore`: its events before `t` only, asked a microsecond before).
+ */
+function mayHoldAt(
+  events: readonly NodeEvent[],
+  key: string,
+  token: string,
+  t: number,
+  maxTtlMs: number,
+  justBefore = false,
+): boolean {
   const replay = new NodeReplay(maxTtlMs);
   for (const e of events) {
-    if (e.t >= t) break;
+    if (justBefore ? e.t >= t : e.t > t) break;
     replay.apply(e);
   }
-  return replay.mayHold(key, token, t - 0.001);
+  return replay.mayHold(key, token, justBefore ? t - 0.001 : t);
 }
