@@ -11,7 +11,7 @@ import { callHook, type Engine } from "../core/engine.js";
 import type { AcquireFan, FanOut } from "../core/fanout.js";
 import { RESERVED_KEY_PART } from "../core/keys.js";
 import { Lock, type LockOperations } from "../core/lock.js";
-import type { Attempt, AttemptResult } from "../core/operations/acquire.js";
+import type { Attempt, AttemptResult, TakenGate } from "../core/operations/acquire.js";
 import { cleanUpAcquisition, type NodeRelease } from "../core/operations/cleanup.js";
 import type { AcquireRequest } from "../core/options.js";
 import { isFailure, validityMs } from "../core/quorum.js";
@@ -25,8 +25,8 @@ import { fenceRwWriteOnNode } from "./node-operations.js";
  * @throws {FencingError} `FENCING_UNINITIALIZED` when no node carries a marker yet.
  * @throws {InvalidArgumentError} when the TTL outlasts `quarantineMs`.
  */
-export const attemptFenced: Attempt = (engine, request, attempt, signal, operations, polls) =>
-  attemptWith(engine, request, attempt, signal, operations, polls, {});
+export const attemptFenced: Attempt = (engine, request, attempt, signal, operations, polls, taken) =>
+  attemptWith(engine, request, attempt, signal, operations, polls, {}, taken);
 
 /**
  * How a fenced attempt of another kind of lock differs from a mutex's: the counters' fields (the
@@ -82,10 +82,11 @@ async function attemptWith(
   operations: LockOperations,
   polls: number | undefined,
   variant: Variant,
+  taken?: TakenGate,
 ): Promise<AttemptResult> {
   const { resources, keys, ttlMs, options: o } = request;
   assertQuarantineCovers(ttlMs, o.quarantineMs, o.driftFactor);
-  const token = randomToken();
+  const token = taken?.token ?? randomToken();
   const result = await fencedAttempt({
     nodes: engine.nodes,
     keyPrefix: o.keyPrefix,
@@ -101,7 +102,9 @@ async function attemptWith(
     meter: request.meter,
   });
   engine.background.track(result.maintenance, 2 * o.requestTimeoutMs + 1000);
-  const validity = validityMs(ttlMs, result.startedAt, result.decidedAt, o.driftFactor);
+  // A gate taken by a poll before this attempt holds our keys since that poll's send.
+  const startedAt = Math.min(result.startedAt, taken?.startedAt ?? result.startedAt);
+  const validity = validityMs(ttlMs, startedAt, result.decidedAt, o.driftFactor);
   const phase1 = result.phases[0]?.nodes ?? [];
   const last = result.phases.at(-1);
   const report: AttemptReport = {
@@ -112,7 +115,7 @@ async function attemptWith(
     votes: (last?.phase === "ratchet" ? last.nodes : phase1).filter(
       (n) => n.outcome === (last?.phase === "ratchet" ? "fenced" : "acquired"),
     ).length,
-    elapsedMs: result.decidedAt - result.startedAt,
+    elapsedMs: result.decidedAt - startedAt,
     validityMs: validity,
     ok: result.granted && validity > o.minValidityMs,
     nodes: phase1,
@@ -127,7 +130,7 @@ async function attemptWith(
       keys,
       token,
       ttlMs,
-      startedAt: result.startedAt,
+      startedAt,
       deadline: result.decidedAt + validity,
       options: o,
       report,

@@ -44,8 +44,9 @@ const fencedAttempts: FencedAttempts & { readonly attemptWrite: typeof attemptFe
  * The value of the `fencing` option (of the client, or of one `acquire()`, `tryAcquire()` or
  * `using()` call): every lock acquired with it carries a fencing token, `lock.fence`, and so does
  * every write lock of a `ReadWriteLock` on such a client (one sequence per read-write lock, its
- * own; read locks carry none). Costs a second round trip per acquisition; a fenced acquisition
- * waits with backoff, not in line.
+ * own; read locks carry none). Costs a second round trip per acquisition. A fenced mutex waits in
+ * line as a plain one does, and takes its turn with a fenced attempt; a fenced write lock waits
+ * with backoff.
  * Fenced acquisitions refuse to run (`FencingError` `FENCING_UNINITIALIZED`) until
  * {@link initializeFencing} has run once for the deployment.
  */

@@ -7,7 +7,13 @@
 
 import type { NodeOutcome, NodeOutcomeKind } from "../base/report.js";
 import { attemptCost, checkBudget } from "../core/backoff-waiting.js";
-import { type AttemptResult, attemptAcquire, attemptOnce, type GateRole } from "../core/operations/acquire.js";
+import {
+  type AttemptResult,
+  attemptAcquire,
+  attemptOnce,
+  type GateRole,
+  type TakenGate,
+} from "../core/operations/acquire.js";
 import { isFailure } from "../core/quorum.js";
 import type { HotResources } from "../isolate/hot-resources.js";
 import { leave } from "./gate-client.js";
@@ -18,9 +24,14 @@ import { nextEntryId, type Waiter } from "./state.js";
 /**
  * One attempt (a fan-out to every node), counted and checked against the caller's signal.
  * `gate`: how the gate node takes part, when by a poll; `handedOver`: the attempt a release already
- * started for us (see `offers.ts`).
+ * started for us (see `offers.ts`); `taken`: the gate a poll took for a fenced attempt.
  */
-export async function fanOut(w: Waiter, gate?: GateRole, handedOver?: Promise<AttemptResult>): Promise<AttemptResult> {
+export async function fanOut(
+  w: Waiter,
+  gate?: GateRole,
+  handedOver?: Promise<AttemptResult>,
+  taken?: TakenGate,
+): Promise<AttemptResult> {
   const s = w.state;
   checkAbort(w);
   // A release that handed the lock over sent the requests itself.
@@ -34,19 +45,19 @@ export async function fanOut(w: Waiter, gate?: GateRole, handedOver?: Promise<At
     );
   }
   s.attempts++;
-  const racing = gate === undefined && handedOver === undefined && !w.o.fencing ? race(w) : undefined;
+  const racing = gate === undefined && handedOver === undefined && taken === undefined ? race(w) : undefined;
   const result = handedOver
     ? await handedOver
     : gate
       ? await attemptAcquire(w.engine, w.request, s.attempts, w.signal, w.operations, gate, s.polls)
-      : await attemptOnce(w.engine, w.request, s.attempts, w.signal, w.operations, s.polls);
+      : await attemptOnce(w.engine, w.request, s.attempts, w.signal, w.operations, s.polls, taken);
   s.polls = 0;
   w.reports.push(result.report);
   // Where the nodes stand from here, learned while the resource is contended (the uncontended
   // path pays nothing for it): from plain fan-outs, whose requests all leave at once and whose
   // answers are taken as they come (behind the gate, a "held" waits for the gate's answer, and a
   // hand-over's requests are another caller's).
-  if (result.fan && !handedOver && gate === undefined && (s.inLine || s.attempts > 1)) {
+  if (result.fan && !handedOver && gate === undefined && !taken && (s.inLine || s.attempts > 1)) {
     const hot = w.hot;
     void result.fan.outcomes.then((outcomes) => noteRoundTrips(hot, outcomes));
   }

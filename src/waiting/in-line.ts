@@ -130,6 +130,16 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     const answeredAt = w.now();
     hot.mark(w.hotKey, answeredAt, hotWindow(answer.holdMs));
     s.holdMs = answer.holdMs;
+    if (answer.taken && w.o.fencing) {
+      // The poll set the keys on the gate: a fenced attempt with its token follows (the gate's
+      // phase 1 finds the keys its own), validity counted from the poll's send. One that fails
+      // cleans up everywhere, the gate included, and the waiter polls again with its ticket.
+      const result = await fanOut(w, undefined, undefined, { token, startedAt: sentAt });
+      if (result.lock) return result.lock;
+      checkAfterAttempt(w, result.report);
+      nextPollMs = pollInterval(answer.holdMs, s.rttMs);
+      continue;
+    }
     if (answer.taken) {
       // The poll set the keys on the gate: the other nodes follow, and validity counts from
       // the poll's send.
@@ -214,7 +224,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
  * `pacing.unspacedAtFront`).
  */
 function budgetGapFor(w: Waiter, frontPolls: number): number {
-  const pollsLeft = w.o.requestBudget - w.requestsSent() - 2 * w.engine.nodes.length;
+  const pollsLeft = w.o.requestBudget - w.requestsSent() - w.takeCost - w.engine.nodes.length;
   if (unspacedAtFront(w.state.rank, frontPolls, pollsLeft)) return 0;
   const now = w.now();
   return budgetGap(now - w.startedAt, pauseLimit(w) - now, pollsLeft);

@@ -113,18 +113,19 @@ export function abandon(w: Waiter, reason: unknown): never {
  * turn.
  */
 export function roomForPoll(w: Waiter): boolean {
-  return withinBudget(w.o, w.requestsSent(), 1 + w.engine.nodes.length, w.engine.nodes.length);
+  return withinBudget(w.o, w.requestsSent(), 1 + w.takeCost, w.engine.nodes.length);
 }
 
 /**
  * Whether the request budget has room for a take aimed at a release (a fan-out) and, should it
  * land early, a poll and the take after it, the lock's release kept. Without it the waiter polls
  * instead: a poll costs one request where an aimed take costs one per node, and a take that came
- * early with nothing left to follow it up ends the call.
+ * early with nothing left to follow it up ends the call. Never for a fenced lock: its take is a
+ * fenced attempt after a poll that found the lock free (see `in-line.ts`).
  */
 export function roomForAim(w: Waiter): boolean {
   const nodeCount = w.engine.nodes.length;
-  return withinBudget(w.o, w.requestsSent(), 2 * nodeCount + 1, nodeCount);
+  return !w.o.fencing && withinBudget(w.o, w.requestsSent(), 2 * nodeCount + 1, nodeCount);
 }
 
 /**
@@ -139,7 +140,7 @@ export async function noRoomLeft(w: Waiter): Promise<never> {
   const waitLeftMs = pauseLimit(w) - w.now();
   if (waitLeftMs > MAX_POLL_MS) {
     const nodeCount = w.engine.nodes.length;
-    checkBudget(w.request, w.reports, w.requestsSent(), 1 + nodeCount, nodeCount);
+    checkBudget(w.request, w.reports, w.requestsSent(), 1 + w.takeCost, nodeCount);
   }
   await pause(w, waitLeftMs);
   return giveUp(w);

@@ -18,12 +18,12 @@ function isContention(w: Waiter, report: AttemptReport): boolean {
 
 /**
  * Another holder answered and the gate is up: wait in line, whatever the retry options (they pace
- * fan-outs while nodes fail, and bound the wait: see `limits.patienceMs`). Fenced locks wait with
- * backoff: their acquisition is two phases, which the gate's take does not cover.
+ * fan-outs while nodes fail, and bound the wait: see `limits.patienceMs`). Fenced locks too: they
+ * only queue up at the gate, and take their turn with a fenced attempt (see `in-line.ts`).
  */
 export function shouldWaitInLine(w: Waiter, report: AttemptReport): boolean {
   const s = w.state;
-  return !s.gateDown && !s.foreign && !w.o.fencing && isContention(w, report);
+  return !s.gateDown && !s.foreign && isContention(w, report);
 }
 
 /**

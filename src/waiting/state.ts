@@ -5,7 +5,7 @@
  */
 
 import type { AttemptReport } from "../base/report.js";
-import { requestsOf } from "../core/backoff-waiting.js";
+import { attemptCost, requestsOf } from "../core/backoff-waiting.js";
 import type { Engine } from "../core/engine.js";
 import type { LockOperations } from "../core/lock.js";
 import type { AcquireRequest, ResolvedOptions } from "../core/options.js";
@@ -153,9 +153,18 @@ export class Waiter {
     this.#waiterId = id;
   }
 
-  /** Whether a release may hand this lock over: a lock of one resource (see `offers.ts`). */
+  /**
+   * Whether a release may hand this lock over: a plain lock of one resource (see `offers.ts`). A
+   * hand-over sets the keys in the release's own step, which a fenced lock's two phases cannot
+   * ride on.
+   */
   get offersHandoff(): boolean {
-    return this.request.keys.length === 1;
+    return this.request.keys.length === 1 && !this.o.fencing;
+  }
+
+  /** Requests the fan-out of a take may send: one per node, two per node when fenced. */
+  get takeCost(): number {
+    return attemptCost(this.request, this.engine.nodes.length);
   }
 
   /** Requests this call has sent so far (see `RequestMeter`). */

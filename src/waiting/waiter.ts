@@ -67,7 +67,7 @@ async function drive(w: Waiter, queueAtOnce: boolean): Promise<Lock> {
  * back of the line sleeps as a poll from there would have told it to, and skips the poll.
  */
 async function start(w: Waiter, queueAtOnce: boolean): Promise<Step> {
-  if (w.maxAttempts <= 1 || w.o.fencing || !queueAtOnce) return { phase: "fan-out", after: "decide" };
+  if (w.maxAttempts <= 1 || !queueAtOnce) return { phase: "fan-out", after: "decide" };
   const place = await w.hot
     .takePlace<Place>(w.hotKey, w.o.clock, w.signal)
     .catch((reason: unknown) => abandon(w, reason));

@@ -1,6 +1,6 @@
 /**
  * Fenced grants against the 5 shared real nodes: 20 concurrent clients × 50 grants each, through
- * `redlock.acquire(…)` with `fencing: true` and default waiting. The
+ * `redlock.acquire(…)` with `fencing: true` and the defaults (waiting in line, the request budget). The
  * grant order comes from a counter incremented under the lock on a separate key; the fences,
  * sorted by that order, must strictly increase (hence also be unique). Also prints what a fenced
  * grant costs against a plain one (figures only, no timing assertions).
@@ -80,9 +80,6 @@ describe("fenced grants on real nodes", () => {
           keyPrefix,
           fencing,
           acquireTimeoutMs: 300_000,
-          // Fence order under contention is under test, not the request budget: fenced locks wait
-          // with fan-outs of two phases, and 20 clients on one key would spend the default's 40.
-          requestBudget: Infinity,
           onAttempt: (report) => {
             if (report.operation !== "acquire") return;
             attempts++;

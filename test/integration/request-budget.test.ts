@@ -5,9 +5,13 @@
  *   hold or among 16 waiters on one key;
  * - a waiter polls the gate at most 10 times a second, and at most twice a second more than 6
  *   turns back, from the line's first contention on (no hold recorded yet);
- * - a custom `retryDelay` still waits in line (polls of one node, not fan-outs at its pace).
+ * - a custom `retryDelay` still waits in line (polls of one node, not fan-outs at its pace);
+ * - fenced acquisitions wait in line too, so that callers on one key, in one isolate or many,
+ *   are all served within the budget, with fences that increase in grant order.
  */
 import { describe, expect, it } from "vitest";
+import { fencing, initializeFencing } from "../../src/fencing/index.js";
+import { fenceAcquireScript } from "../../src/fencing/scripts/fence-acquire.js";
 import { LockHeldError, Redlock, type RedlockOptions } from "../../src/index.js";
 import { gateScript } from "../../src/waiting/scripts/gate.js";
 import { foreignClient, sleep } from "./support/isolates.js";
@@ -167,4 +171,69 @@ describe("requests of one acquire()", () => {
     expect(setNx, "SET NX requests (4 per fan-out besides the gate)").toBeLessThanOrEqual(3 * 5);
     expect(sent.length).toBeLessThanOrEqual(40);
   }, 30_000);
+
+  it("fenced, 16 isolates on one key: every call granted within the budget, fences increase in grant order", async () => {
+    for (let i = 0; i < 5; i++) nodesOf().setDelay(i, 5);
+    const keyPrefix = `${uniqueKey("budget-fenced-16")}:`;
+    const clients = Array.from({ length: 16 }, () => countingClient({ keyPrefix, fencing }));
+    await initializeFencing((clients[0] as { redlock: Redlock }).redlock);
+    for (const { sent } of clients) sent.length = 0;
+    const grants: { order: number; fence: bigint }[] = [];
+    let holders = 0;
+    let overlaps = 0;
+    const perCall = await Promise.all(
+      clients.map(async ({ redlock, sent }) => {
+        const lock = await redlock.acquire("r", 10_000);
+        const untilReturned = sent.length;
+        if (++holders > 1) overlaps++;
+        grants.push({ order: grants.length, fence: BigInt(lock.fence ?? "-1") });
+        await sleep(30);
+        holders--;
+        const released = await lock.release();
+        return untilReturned + released.report.requests;
+      }),
+    );
+    expect(overlaps).toBe(0);
+    expect(grants).toHaveLength(16);
+    for (let i = 1; i < grants.length; i++) {
+      expect((grants[i] as { fence: bigint }).fence).toBeGreaterThan((grants[i - 1] as { fence: bigint }).fence);
+    }
+    expect(Math.max(...perCall), "requests of the costliest call").toBeLessThanOrEqual(40);
+    for (const { sent } of clients)
+      expect(
+        mostInWindow(
+          polls(sent).map((s) => s.at),
+          1000,
+        ),
+      ).toBeLessThanOrEqual(10);
+    // Waiting in line: after its first fan-out, a call fans out when its turn comes, not at a
+    // backoff's pace. 16 calls that fanned out in turn send well under 16 × 4 fan-outs.
+    const fanOuts = clients.reduce((n, { sent }) => n + sent.filter((s) => isFenceAcquire(s.args)).length / 5, 0);
+    expect(fanOuts, "fenced fan-outs of all 16 calls").toBeLessThan(16 * 3);
+  }, 60_000);
+
+  it("fenced, 20 callers of one client on one key: all granted within the budget", async () => {
+    const keyPrefix = `${uniqueKey("budget-fenced-one")}:`;
+    const { redlock } = countingClient({ keyPrefix, fencing });
+    await initializeFencing(redlock);
+    for (let round = 0; round < 2; round++) {
+      const results = await Promise.allSettled(
+        Array.from({ length: 20 }, async () => {
+          const lock = await redlock.acquire(`counter:${round}`, 10_000);
+          await sleep(8);
+          await lock.release();
+        }),
+      );
+      const failed = results.flatMap((r) => (r.status === "rejected" ? [String(r.reason)] : []));
+      expect(failed, `round ${round}`).toEqual([]);
+    }
+  }, 60_000);
 });
+
+/** Whether a request is phase 1 of a fenced attempt on one node (`fence-acquire`). */
+function isFenceAcquire(args: readonly unknown[]): boolean {
+  return (
+    (args[0] === "EVALSHA" && args[1] === fenceAcquireScript.sha1) ||
+    (args[0] === "EVAL" && args[1] === fenceAcquireScript.source)
+  );
+}

@@ -83,7 +83,20 @@ export interface GateRole {
   readonly sendDelaysMs?: readonly number[] | undefined;
 }
 
-/** One attempt (a fan-out to every node), numbered `attempt`; `polls` made before it, for its report. */
+/**
+ * A gate node a poll already set the lock keys on, for a fenced attempt that follows it: the
+ * attempt uses the poll's token (the gate's phase 1 finds the keys its own), and its validity
+ * counts from the poll's send, when the keys may first have been set.
+ */
+export interface TakenGate {
+  readonly token: string;
+  readonly startedAt: number;
+}
+
+/**
+ * One attempt (a fan-out to every node), numbered `attempt`; `polls` made before it, for its
+ * report; `taken`, for a fenced attempt only, the gate a poll took for it.
+ */
 export type Attempt = (
   engine: Engine,
   request: AcquireRequest,
@@ -91,6 +104,7 @@ export type Attempt = (
   signal: AbortSignal | undefined,
   operations: LockOperations,
   polls?: number,
+  taken?: TakenGate,
 ) => Promise<AttemptResult>;
 
 /**
@@ -110,9 +124,9 @@ export function fencingOf(o: ResolvedOptions): FencedAttempts | undefined {
 }
 
 /** One plain attempt, or a fenced one when the options ask for fencing. Never throws for node failures. */
-export const attemptOnce: Attempt = (engine, request, attempt, signal, operations, polls) => {
+export const attemptOnce: Attempt = (engine, request, attempt, signal, operations, polls, taken) => {
   const fencing = fencingOf(request.options);
-  if (fencing) return fencing.attempt(engine, request, attempt, signal, operations, polls);
+  if (fencing) return fencing.attempt(engine, request, attempt, signal, operations, polls, taken);
   return attemptAcquire(engine, request, attempt, signal, operations, undefined, polls);
 };
 

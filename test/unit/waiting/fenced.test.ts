@@ -1,0 +1,145 @@
+/**
+ * Fenced acquisitions wait in line (src/waiting/in-line.ts): a poll takes the gate node with a
+ * token, and a fenced attempt with that token follows on every node. On fake time, 8 isolates 20 ms
+ * (one way) from 5 memory nodes call `acquire()` on one resource at once and hold it 30 ms. Every
+ * call must be granted within its request budget, one holder at a time, with fences that
+ * increase in grant order, and no lock may count its validity from later than the first request
+ * that could have set one of its keys (the take's poll, not the fenced attempt after it).
+ */
+import { describe, expect, it } from "vitest";
+import { fencing, initializeFencing } from "../../../src/fencing/index.js";
+import { fenceAcquireScript } from "../../../src/fencing/scripts/fence-acquire.js";
+import { type RedisArgument, type RedisNode, Redlock } from "../../../src/index.js";
+import { gateScript } from "../../../src/waiting/scripts/gate.js";
+import { fakeClock, fakeNodes } from "../support/fake-node.js";
+import { run, useFakeTime } from "../support/fake-time.js";
+
+useFakeTime();
+
+const ISOLATES = 8;
+const ONE_WAY_MS = 20;
+const CRITICAL_MS = 30;
+/** Short, so that validity counted from the fenced attempt instead of the take's poll (a poll's round trip of 40 ms later) passes the drift allowance of 12 ms. */
+const TTL_MS = 1000;
+
+/** Whether a request runs `script` (by its hash or its source). */
+function runs(args: readonly RedisArgument[], script: { sha1: string; source: string }): boolean {
+  return (args[0] === "EVALSHA" && args[1] === script.sha1) || (args[0] === "EVAL" && args[1] === script.source);
+}
+
+/** The token a request carries as a lock token: a gate poll's (ARGV[3]) or any script's first argument. */
+function tokenOf(args: readonly RedisArgument[]): string | undefined {
+  if (args[0] !== "EVALSHA" && args[0] !== "EVAL") return undefined;
+  const token = args[3 + Number(args[2]) + (runs(args, gateScript) ? 2 : 0)];
+  return typeof token === "string" ? token : undefined;
+}
+
+/** One grant as the callers saw it. */
+interface Grant {
+  readonly isolate: number;
+  readonly fence: bigint;
+  readonly grantedAt: number;
+  readonly releasedAt: number;
+  /** When the lock's validity ends, as the lock says at the grant. */
+  readonly validUntil: number;
+  /** When the first request carrying the lock's token left its isolate. */
+  readonly firstSentAt: number;
+}
+
+/** Pairs of grants in grant order whose holds overlap or whose fences do not increase. */
+function violations(grants: readonly Grant[]): string[] {
+  const sorted = [...grants].sort((a, b) => a.grantedAt - b.grantedAt);
+  const found: string[] = [];
+  for (let i = 1; i < sorted.length; i++) {
+    const [before, after] = [sorted[i - 1] as Grant, sorted[i] as Grant];
+    if (after.grantedAt < before.releasedAt) found.push(`isolates ${before.isolate} and ${after.isolate} overlap`);
+    if (!(after.fence > before.fence)) found.push(`fence ${after.fence} after ${before.fence}`);
+  }
+  for (const g of grants) {
+    if (g.validUntil > g.firstSentAt + TTL_MS) found.push(`isolate ${g.isolate}: validity past its keys' TTL`);
+  }
+  return found;
+}
+
+describe("fenced acquisitions wait in line", () => {
+  it("the checker catches an overlap, a fence out of order and validity past the TTL (negative control)", () => {
+    const grant = (isolate: number, fence: number, grantedAt: number, validUntil = grantedAt + 900): Grant => ({
+      isolate,
+      fence: BigInt(fence),
+      grantedAt,
+      releasedAt: grantedAt + CRITICAL_MS,
+      validUntil,
+      firstSentAt: grantedAt - 50,
+    });
+    expect(violations([grant(0, 1, 0), grant(1, 2, 100)])).toEqual([]);
+    expect(violations([grant(0, 1, 0), grant(1, 2, 10)])).toHaveLength(1);
+    expect(violations([grant(0, 2, 0), grant(1, 1, 100)])).toHaveLength(1);
+    expect(violations([grant(0, 1, 0, 951)])).toHaveLength(1);
+  });
+
+  it("8 isolates on one key at once: all granted within the budget, in line, fences in grant order", async () => {
+    const nodes = fakeNodes(5);
+    /** Per token: when the first request carrying it left, and whether it was a gate poll. */
+    const firstSent = new Map<string, { at: number; poll: boolean }>();
+    const sent = new Array<number>(ISOLATES).fill(0);
+    const fenceAcquires = new Array<number>(ISOLATES).fill(0);
+    const isolate = (k: number): RedisNode[] =>
+      nodes.map((node) => ({
+        id: node.id,
+        async command(args: readonly RedisArgument[], signal: AbortSignal) {
+          sent[k] = (sent[k] ?? 0) + 1;
+          const token = tokenOf(args);
+          if (token !== undefined && !firstSent.has(token)) {
+            firstSent.set(token, { at: Date.now(), poll: runs(args, gateScript) });
+          }
+          if (runs(args, fenceAcquireScript)) fenceAcquires[k] = (fenceAcquires[k] ?? 0) + 1;
+          await new Promise((r) => setTimeout(r, ONE_WAY_MS));
+          const reply = await node.command(args, signal);
+          await new Promise((r) => setTimeout(r, ONE_WAY_MS));
+          return reply;
+        },
+      }));
+    const clients = Array.from(
+      { length: ISOLATES },
+      (_, k) => new Redlock({ nodes: isolate(k), clock: fakeClock, fencing, keyPrefix: "f:" }),
+    );
+    await run(initializeFencing(clients[0] as Redlock));
+    sent.fill(0);
+    const grants: Grant[] = [];
+    const perCall: number[] = [];
+    let takenAtGate = 0;
+    await run(
+      Promise.all(
+        clients.map(async (redlock, k) => {
+          const lock = await redlock.acquire("r", TTL_MS);
+          const grantedAt = Date.now();
+          const validUntil = grantedAt + lock.remainingMs();
+          await new Promise((r) => setTimeout(r, CRITICAL_MS));
+          const releasedAt = Date.now();
+          await lock.release();
+          perCall.push(sent[k] as number);
+          grants.push({
+            isolate: k,
+            fence: BigInt(lock.fence ?? "-1"),
+            grantedAt,
+            releasedAt,
+            validUntil,
+            firstSentAt: firstSent.get(lock.token)?.at ?? Number.POSITIVE_INFINITY,
+          });
+          if (firstSent.get(lock.token)?.poll) takenAtGate++;
+        }),
+      ),
+    );
+    expect(grants).toHaveLength(ISOLATES);
+    expect(violations(grants)).toEqual([]);
+    expect(Math.max(...perCall), "requests of the costliest call, its release included").toBeLessThanOrEqual(40);
+    // In line: every grant after the first few came from a poll that took the gate, and the calls
+    // fanned out about once each after their first attempt (by backoff: 2-6 attempts each).
+    expect(takenAtGate, "grants whose keys a poll of the gate took first").toBeGreaterThanOrEqual(ISOLATES - 2);
+    const fanOuts = fenceAcquires.reduce((a, b) => a + b, 0) / 5;
+    expect(fanOuts, "fenced attempts of all calls").toBeLessThanOrEqual(ISOLATES * 2.5);
+    console.log(
+      `fenced in line: requests per call ${perCall.join(", ")}; fenced phase-1 requests ${fenceAcquires.join(", ")}`,
+    );
+  });
+});
