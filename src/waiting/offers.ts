@@ -50,7 +50,10 @@ export async function pauseOrTakeOver(
   firstInLine: boolean,
 ): Promise<HandedOver | "free" | undefined> {
   if (!w.offersHandoff || ms <= 0) {
-    await pause(w, ms);
+    // A fenced waiter takes no hand-over, but a release in this isolate that makes it first in
+    // line ends its pause: its next poll, at once, takes the gate.
+    if (w.o.fencing && ms > 0) await pauseUntilTurn(w, ms);
+    else await pause(w, ms);
     return undefined;
   }
   const until = Math.min(w.now() + ms, pauseLimit(w));

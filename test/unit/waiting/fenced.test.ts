@@ -4,7 +4,8 @@
  * (one way) from 5 memory nodes call `acquire()` on one resource at once and hold it 30 ms. Every
  * call must be granted within its request budget, one holder at a time, with fences that
  * increase in grant order, and no lock may count its validity from later than the first request
- * that could have set one of its keys (the take's poll, not the fenced attempt after it).
+ * that could have set one of its keys (the take's poll, not the fenced attempt after it). In one
+ * isolate, a release wakes the waiter first in line: it takes no hand-over, but polls at once.
  */
 import { describe, expect, it } from "vitest";
 import { fencing, initializeFencing } from "../../../src/fencing/index.js";
@@ -141,5 +142,52 @@ describe("fenced acquisitions wait in line", () => {
     console.log(
       `fenced in line: requests per call ${perCall.join(", ")}; fenced phase-1 requests ${fenceAcquires.join(", ")}`,
     );
+  });
+
+  it("8 callers of one client on one key: a release in the isolate wakes the first in line", async () => {
+    const nodes = fakeNodes(5);
+    const view: RedisNode[] = nodes.map((node) => ({
+      id: node.id,
+      async command(args: readonly RedisArgument[], signal: AbortSignal) {
+        await new Promise((r) => setTimeout(r, ONE_WAY_MS));
+        const reply = await node.command(args, signal);
+        await new Promise((r) => setTimeout(r, ONE_WAY_MS));
+        return reply;
+      },
+    }));
+    const redlock = new Redlock({ nodes: view, clock: fakeClock, fencing, keyPrefix: "f:" });
+    await run(initializeFencing(redlock));
+    const grants: Grant[] = [];
+    const holdLong = 200;
+    await run(
+      Promise.all(
+        Array.from({ length: ISOLATES }, async (_, k) => {
+          const lock = await redlock.acquire("r", TTL_MS);
+          const grantedAt = Date.now();
+          const validUntil = grantedAt + lock.remainingMs();
+          await new Promise((r) => setTimeout(r, holdLong));
+          const releasedAt = Date.now();
+          await lock.release();
+          grants.push({
+            isolate: k,
+            fence: BigInt(lock.fence ?? "-1"),
+            grantedAt,
+            releasedAt,
+            validUntil,
+            firstSentAt: grantedAt,
+          });
+        }),
+      ),
+    );
+    expect(grants).toHaveLength(ISOLATES);
+    expect(violations(grants)).toEqual([]);
+    const sorted = [...grants].sort((a, b) => a.grantedAt - b.grantedAt);
+    const gaps = sorted.slice(1).map((g, i) => g.grantedAt - (sorted[i] as Grant).releasedAt);
+    console.log(`one isolate: release to next grant ${gaps.join(", ")} ms`);
+    // Woken by the release's answer from the gate (a round trip after release() was called), the
+    // first in line polls at once: a poll and the two rounds follow, 4 round trips in all. A
+    // waiter that slept on to its next poll came a round trip later (203 ms here).
+    const roundTrip = 2 * ONE_WAY_MS;
+    for (const gap of gaps) expect(gap).toBeLessThanOrEqual(4.5 * roundTrip);
   });
 });
