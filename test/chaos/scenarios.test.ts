@@ -144,12 +144,13 @@ describe("chaos scenarios, seed 1", () => {
     expect(fenced("rw-fenced-pause")?.rejected).toBeGreaterThan(0);
   });
 
-  it("made the hot-key workers wait in line at their resource's gate node", () => {
-    const hot = results.get("hot-key");
+  it.each(["hot-key", "hot-key-fenced"])("made the %s workers wait in line at their resource's gate node", (name) => {
+    const hot = results.get(name);
     expect(hot).toBeDefined();
-    const key = "chaos:hot-key:hot";
+    const key = `chaos:${name}:hot`;
     const gate = gateIndex([key], hot!.scenario.nodes);
-    // Gate polls: scripts other than extend and release, sent by clients, on the hot key at its gate.
+    // Gate polls: scripts other than extend and release, sent by clients, on the hot key at its
+    // gate (a fenced attempt's scripts name a fencing key first).
     const polls = hot!.history.filter(
       (e) =>
         e.f === "monitor" &&
@@ -161,6 +162,8 @@ describe("chaos scenarios, seed 1", () => {
     expect(polls.length).toBeGreaterThan(0);
     expect(polls.every((e) => e.f === "monitor" && e.node === gate)).toBe(true);
     expect(hot!.checks.overlap.grants).toBeGreaterThan(10);
+    // Fenced: the fenced counter was written under the grants (the verdict says none was lost).
+    if (name === "hot-key-fenced") expect(hot!.checks.counter.fenced?.writes).toBeGreaterThan(10);
   });
 
   it("misused the API in the misuse scenarios, with several workers in each process", () => {

@@ -102,6 +102,16 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     ...base,
+    name: "hot-key-fenced",
+    kind: "safe",
+    fencing: true,
+    description:
+      "the hot key with fencing: 12 workers wait in line and take their turns with fenced attempts, while the gate node pauses, drops polls and restarts empty (quarantined)",
+    hotKey: { workers: 12 },
+    faults: ["latency", "hang", "drop", "pause-node", "restart-delayed", "kill-client"],
+  },
+  {
+    ...base,
     name: "mixed",
     kind: "safe",
     unfencedLimit: true,
