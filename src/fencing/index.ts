@@ -17,6 +17,7 @@
  * ```
  * @module edge-redlock/fencing
  */
+import { InvalidArgumentError } from "../base/errors.js";
 import type { FencedAttempts } from "../core/operations/acquire.js";
 import type { Fencing } from "../core/options.js";
 import type { Redlock } from "../core/redlock.js";
@@ -66,12 +67,16 @@ export interface InitializeFencingOptions {
  * marker is a node that lost its data, and is quarantined and repaired, never re-initialised.
  * @throws {FencingError} `FENCING_INIT_REFUSED` when a node already carries a marker (the
  * deployment was initialised before) or cannot be reached (all must answer).
+ * @throws {InvalidArgumentError} when `redlock` is not a client (a node list, say).
  */
-export function initializeFencing(
+export async function initializeFencing(
   redlock: Redlock,
   options?: InitializeFencingOptions,
 ): Promise<InitializeFencingResult> {
-  const engine = redlock.engine;
+  const engine = (redlock as Partial<Redlock> | undefined)?.engine;
+  if (typeof engine?.resolve !== "function") {
+    throw new InvalidArgumentError("initializeFencing(redlock) takes a Redlock client, whose nodes it initialises");
+  }
   const o = engine.resolve(undefined, 10_000);
   return initializeNodes({
     nodes: redlock.nodes,

@@ -4,7 +4,7 @@ import { FencingError, InvalidArgumentError, NodeError } from "../../src/base/er
 import { assertQuarantineCovers, fencingQuorum, proposeFence, raiseFence } from "../../src/fencing/arithmetic.js";
 import { fencedAttempt } from "../../src/fencing/attempt.js";
 import { compareFences, fencedWriteScript } from "../../src/fencing/guard.js";
-import { fencing } from "../../src/fencing/index.js";
+import { fencing, initializeFencing as initializeClient } from "../../src/fencing/index.js";
 import { initializeFencing } from "../../src/fencing/initialize.js";
 import { fencingKeys, isReservedResource } from "../../src/fencing/keys.js";
 import { parseFenceReply } from "../../src/fencing/replies.js";
@@ -325,5 +325,23 @@ describe("a fenced lock's release", () => {
     // Anything the release leaves in the background (a sweep lasts up to the TTL) runs here.
     await run(redlock.settled());
     expect(nodes.map((node, i) => node.log.length - (before[i] as number))).toEqual([1, 1, 1, 1, 1]);
+  });
+});
+
+describe("initializeFencing(redlock) refuses what is not a client", () => {
+  it.each([
+    ["the options of the internal function", { nodes: [] }],
+    ["nothing", undefined],
+    ["a string", "redis://"],
+  ])("%s: InvalidArgumentError, no request sent", async (_, given) => {
+    const error = await initializeClient(given as never).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as Error).message).toMatch(/a Redlock client/);
+  });
+
+  it("negative control: a client is initialised", async () => {
+    const nodes = fakeNodes(3);
+    const result = await run(initializeClient(new Redlock({ nodes, clock: fakeClock, fencing })));
+    expect(result.initialized).toBe(3);
   });
 });
