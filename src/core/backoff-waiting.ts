@@ -8,7 +8,7 @@
 import { AcquireTimeoutError, ConfigurationError, InvalidArgumentError, RequestBudgetError } from "../base/errors.js";
 import type { AttemptReport } from "../base/report.js";
 import { sleep } from "../base/signals.js";
-import { fullJitterDelay } from "./backoff.js";
+import { budgetSpread, fullJitterDelay, patience } from "./backoff.js";
 import type { Engine } from "./engine.js";
 import type { Lock } from "./lock.js";
 import { abortedError, attemptOnce, failureError, rateLimitOf } from "./operations/acquire.js";
@@ -40,17 +40,37 @@ export async function acquireWithBackoff(
 ): Promise<Lock> {
   const o = request.options;
   const reports: AttemptReport[] = [];
-  const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : o.clock.now() + o.acquireTimeoutMs;
+  const startedAt = o.clock.now();
+  const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : startedAt + o.acquireTimeoutMs;
+  // Where the retry schedule ends at the latest: the sum of its ceilings, or the deadline.
+  const scheduleEnd = Math.min(deadline, startedAt + patience(maxAttempts, o.retryBaseDelayMs, o.retryMaxDelayMs));
+  const nodeCount = engine.nodes.length;
+  const cost = attemptCost(request, nodeCount);
   for (let attempt = 1; ; attempt++) {
     if (signal?.aborted) throw abortedError(request.resources, reports, signal.reason);
     const sent = request.meter?.sent ?? requestsOf(reports);
-    checkBudget(request, reports, sent, attemptCost(request, engine.nodes.length), engine.nodes.length);
+    checkBudget(request, reports, sent, cost, nodeCount);
     const result = await attemptOnce(attempt);
     reports.push(result.report);
     if (result.lock) return result.lock;
     stopAfter(request, result.report, reports, signal, attempt >= maxAttempts);
-    const delay = retryDelay(o, attempt, result.report, reports, request.resources);
-    if (o.clock.now() + delay >= deadline) throw acquireTimeout(request, reports);
+    const now = o.clock.now();
+    // The attempts the budget still allows, when fewer than the schedule's, are spread to its
+    // end (at most `retryMaxDelayMs` apart, which a waiting writer's mark outlasts): spent at the
+    // schedule's pace, they all met the same holders in the first second, and the call gave up
+    // on its budget while the lock was about to be free.
+    const affordable = Math.floor((o.requestBudget - (request.meter?.sent ?? requestsOf(reports)) - nodeCount) / cost);
+    const spread = budgetSpread(
+      affordable,
+      maxAttempts - attempt,
+      now - startedAt,
+      scheduleEnd - now,
+      o.retryBaseDelayMs,
+      o.retryMaxDelayMs,
+      Math.random(),
+    );
+    const delay = Math.max(retryDelay(o, attempt, result.report, reports, request.resources), spread);
+    if (now + delay >= deadline) throw acquireTimeout(request, reports);
     try {
       await sleep(delay, signal);
     } catch (reason) {

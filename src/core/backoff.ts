@@ -52,3 +52,23 @@ export function windowGap(recentPolls: readonly number[], now: number, perSecond
   const oldest = recentPolls[recentPolls.length - perSecond];
   return oldest === undefined ? 0 : Math.max(0, oldest + 1000 - now);
 }
+
+/**
+ * The least delay before the next attempt of a wait by backoff, when the request budget allows
+ * fewer attempts (`affordable`) than the retry schedule has left (`scheduled`): the geometric gap
+ * (see {@link geometricGap}) that spends the last of them at the schedule's end (`waitLeftMs` from
+ * now, `waitedMs` waited so far, from `seedMs`), times `0.5 + random` so that callers that started
+ * together do not retry together, at most `maxMs`. 0 when the budget allows the schedule.
+ */
+export function budgetSpread(
+  affordable: number,
+  scheduled: number,
+  waitedMs: number,
+  waitLeftMs: number,
+  seedMs: number,
+  maxMs: number,
+  random: number,
+): number {
+  if (affordable >= scheduled) return 0;
+  return Math.min(maxMs, geometricGap(waitedMs, waitLeftMs, affordable, seedMs) * (0.5 + random));
+}

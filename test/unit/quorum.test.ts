@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fullJitterDelay } from "../../src/core/backoff.js";
+import { budgetSpread, fullJitterDelay, geometricGap } from "../../src/core/backoff.js";
 import { decide, driftMs, majority, refusalReason, validityMs } from "../../src/core/quorum.js";
 
 describe("quorum arithmetic", () => {
@@ -48,5 +48,24 @@ describe("full-jitter backoff", () => {
 
   it("does not overflow for huge attempt numbers", () => {
     expect(fullJitterDelay(10_000, 100, 2000, 0.999999)).toBe(2000);
+  });
+});
+
+describe("attempts spread over the retry schedule when the budget allows fewer", () => {
+  it("none while the budget allows the schedule's attempts", () => {
+    expect(budgetSpread(6, 6, 100, 11_000, 100, 2000, 0.5)).toBe(0);
+    expect(budgetSpread(9, 6, 100, 11_000, 100, 2000, 0.5)).toBe(0);
+  });
+
+  it("the geometric gap to the schedule's end, jittered by ±50 %, at most the max delay", () => {
+    const gap = geometricGap(100, 11_000, 3, 100);
+    expect(gap).toBeGreaterThan(100);
+    expect(budgetSpread(3, 8, 100, 11_000, 100, 100_000, 0.5)).toBeCloseTo(gap, 9);
+    expect(budgetSpread(3, 8, 100, 11_000, 100, 100_000, 0)).toBeCloseTo(gap / 2, 9);
+    expect(budgetSpread(3, 8, 100, 11_000, 100, 100_000, 0.999)).toBeCloseTo(gap * 1.499, 9);
+    expect(budgetSpread(3, 8, 100, 11_000, 100, 250, 0.999)).toBe(250);
+    // Fewer attempts, wider gaps; none left: the rest of the schedule (capped).
+    expect(budgetSpread(2, 8, 100, 11_000, 100, 100_000, 0.5)).toBeGreaterThan(gap);
+    expect(budgetSpread(0, 8, 100, 11_000, 100, 2000, 0.5)).toBe(2000);
   });
 });
