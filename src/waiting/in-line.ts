@@ -17,6 +17,7 @@ import type { GateAnswer } from "./gate.js";
 import { currentPlaceholderMs, growPlaceholder, leave, poll, pollOn } from "./gate-client.js";
 import {
   abandon,
+  checkAbort,
   checkAfterAttempt,
   noRoomLeft,
   noteProgress,
@@ -114,7 +115,13 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
       const gateDown = !(error instanceof ConfigurationError || error instanceof AbortedError);
       joined?.(!gateDown);
       if (error instanceof ConfigurationError) throw withAttempts(error, w.reports);
-      if (error instanceof AbortedError) throw error;
+      if (error instanceof AbortedError) {
+        // The poll may have taken the gate before the abort cut its answer off: leaving the line
+        // (see `waiter.ts`) deletes a key with its token there, or the line would wait a TTL.
+        // (Our own placeholder had run out: we poll only once it has.)
+        s.placeholderToken = token;
+        throw error;
+      }
       // The gate is down or slow: never wait on it longer than one request deadline.
       s.gateDown = true;
       return "gate-down";
@@ -130,6 +137,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     const answeredAt = w.now();
     hot.mark(w.hotKey, answeredAt, hotWindow(answer.holdMs));
     s.holdMs = answer.holdMs;
+    if (answer.taken) leaveIfAborted(w, token);
     if (answer.taken && w.o.fencing) {
       // The poll set the keys on the gate: a fenced attempt with its token follows (the gate's
       // phase 1 finds the keys its own), validity counted from the poll's send. One that fails
@@ -215,6 +223,17 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     }
     nextPollMs = sleepFor(w, answer);
   }
+}
+
+/**
+ * The caller's signal aborted as the poll that took the gate with `token` came back: leave the
+ * line, deleting that key, and throw (the attempt that would follow checks the signal first, and
+ * a take's key is no placeholder that leaving would delete).
+ */
+function leaveIfAborted(w: Waiter, token: string): void {
+  if (!w.signal?.aborted) return;
+  w.state.placeholderToken = token;
+  checkAbort(w);
 }
 
 /**
