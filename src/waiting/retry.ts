@@ -5,6 +5,7 @@
  */
 
 import type { AttemptReport } from "../base/report.js";
+import { budgetSpread, patience } from "../core/backoff.js";
 import { retryDelay } from "../core/backoff-waiting.js";
 import type { Lock } from "../core/lock.js";
 import { fanOut } from "./attempts.js";
@@ -48,7 +49,29 @@ export async function backOff(w: Waiter, last: AttemptReport): Promise<Lock | "i
   }
 }
 
-/** The retry policy's delay before the next fan-out (see `core/backoff-waiting.ts`). */
+/**
+ * The retry policy's delay before the next fan-out, or longer when the request budget allows
+ * fewer fan-outs than the policy has left: spread to the end of its schedule, as
+ * `core/backoff-waiting.ts` spreads them (see `backoff.budgetSpread`). By the policy's pace alone,
+ * waiters whose gate failed spent their budget within a second, against each other.
+ */
 function delayAfter(w: Waiter, report: AttemptReport): number {
-  return retryDelay(w.o, w.state.attempts, report, w.reports, w.request.resources);
+  const o = w.o;
+  const delay = retryDelay(o, w.state.attempts, report, w.reports, w.request.resources);
+  const now = w.now();
+  const scheduleEnd = Math.min(
+    w.deadline,
+    w.startedAt + patience(w.maxAttempts, o.retryBaseDelayMs, o.retryMaxDelayMs),
+  );
+  const affordable = Math.floor((o.requestBudget - w.requestsSent() - w.engine.nodes.length) / w.takeCost);
+  const spread = budgetSpread(
+    affordable,
+    w.maxAttempts - w.state.attempts,
+    now - w.startedAt,
+    scheduleEnd - now,
+    o.retryBaseDelayMs,
+    o.retryMaxDelayMs,
+    Math.random(),
+  );
+  return Math.max(delay, spread);
 }
