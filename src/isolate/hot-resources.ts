@@ -11,6 +11,13 @@ import type { HandoffOffer } from "./handoff.js";
 
 /** First polls of one key's line in flight at once from an isolate (see `HotResources.joinSlot`). */
 const MAX_JOINS = 2;
+/**
+ * How long past its poll's deadline a join's slot lasts: the poll's own timeout, which gives the
+ * slot back as "the gate did not answer" and lets every waiting caller do without the gate,
+ * comes first. A slot that ran out at the deadline itself went to the next callers in line,
+ * whose polls of the hung gate then waited another deadline.
+ */
+const JOIN_GRACE_MS = 20;
 
 /** The joins of one key's line in flight from an isolate (see `HotResources.joinSlot`). */
 interface Joins {
@@ -285,7 +292,7 @@ export class HotResources {
     }
     const joins = entry;
     const take = (): ((answered: boolean) => void) => {
-      const until = clock.now() + timeoutMs;
+      const until = clock.now() + timeoutMs + JOIN_GRACE_MS;
       joins.until.push(until);
       return (answered) => {
         const index = joins.until.indexOf(until);

@@ -87,12 +87,14 @@ describe("many callers in one isolate", () => {
     const holder = await acquired;
     (nodes[gateAt] as FakeNode).behaviour = { kind: "hang" };
     const start = Date.now();
+    // Each waiter's first fan-out, by waiter (the first 16 reports of all waiters together
+    // included second attempts, and hid two waiters whose first came a deadline later).
     const firstTries: number[] = [];
-    const waiters = Array.from({ length: 16 }, async () => {
+    const waiters = Array.from({ length: 16 }, async (_, k) => {
       const client = new Redlock({ nodes, clock: fakeClock, requestTimeoutMs: 200 });
       const lock = await client.acquire("hung", 10_000, {
         onAttempt: (report) => {
-          if (firstTries.length < 16 && report.operation === "acquire") firstTries.push(Date.now() - start);
+          if (report.operation === "acquire") firstTries[k] ??= Date.now() - start;
         },
       });
       await lock.release();
@@ -102,8 +104,9 @@ describe("many callers in one isolate", () => {
     expect(await resolvesOnFakeTime(Promise.all(waiters), 60_000)).toBe(true);
     // Every waiter made its first fan-out within about one request deadline, as one alone does:
     // waiting for a slot and then for a poll of its own took two (405 ms), and joins that waited
-    // for each slot's poll to time out in turn spread them up to 634 ms.
-    expect(firstTries.length).toBe(16);
+    // for each slot's poll to time out in turn spread them up to 634 ms. (Two waiters still took
+    // 405 ms while a join's slot ran out at its poll's deadline itself: see `JOIN_GRACE_MS`.)
+    expect(firstTries.filter((t) => t !== undefined)).toHaveLength(16);
     expect(Math.max(...firstTries)).toBeLessThan(1.5 * 200);
   });
 
