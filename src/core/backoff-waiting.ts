@@ -42,8 +42,6 @@ export async function acquireWithBackoff(
   const reports: AttemptReport[] = [];
   const startedAt = o.clock.now();
   const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : startedAt + o.acquireTimeoutMs;
-  // Where the retry schedule ends at the latest: the sum of its ceilings, or the deadline.
-  const scheduleEnd = Math.min(deadline, startedAt + patience(maxAttempts, o.retryBaseDelayMs, o.retryMaxDelayMs));
   const nodeCount = engine.nodes.length;
   const cost = attemptCost(request, nodeCount);
   for (let attempt = 1; ; attempt++) {
@@ -55,19 +53,16 @@ export async function acquireWithBackoff(
     if (result.lock) return result.lock;
     stopAfter(request, result.report, reports, signal, attempt >= maxAttempts);
     const now = o.clock.now();
-    // The attempts the budget still allows, when fewer than the schedule's, are spread to its
-    // end (at most `retryMaxDelayMs` apart, which a waiting writer's mark outlasts): spent at the
-    // schedule's pace, they all met the same holders in the first second, and the call gave up
-    // on its budget while the lock was about to be free.
-    const affordable = Math.floor((o.requestBudget - (request.meter?.sent ?? requestsOf(reports)) - nodeCount) / cost);
-    const spread = budgetSpread(
-      affordable,
-      maxAttempts - attempt,
-      now - startedAt,
-      scheduleEnd - now,
-      o.retryBaseDelayMs,
-      o.retryMaxDelayMs,
-      Math.random(),
+    const spread = budgetedDelay(
+      o,
+      now,
+      request.meter?.sent ?? requestsOf(reports),
+      cost,
+      nodeCount,
+      maxAttempts,
+      attempt,
+      startedAt,
+      deadline,
     );
     const delay = Math.max(retryDelay(o, attempt, result.report, reports, request.resources), spread);
     if (now + delay >= deadline) throw acquireTimeout(request, reports);
@@ -77,6 +72,39 @@ export async function acquireWithBackoff(
       throw abortedError(request.resources, reports, reason);
     }
   }
+}
+
+/**
+ * The least delay before the next fan-out of a wait by backoff, at `now`: when the request budget
+ * allows fewer fan-outs (of `cost` requests each, after the `sent` ones, the release's `nodeCount`
+ * kept) than the `maxAttempts` less the `attempt` made, they are spread to the end of the retry
+ * schedule (the sum of its ceilings from `startedAt`, or the `deadline`), at most
+ * `retryMaxDelayMs` apart (see `backoff.budgetSpread`; a waiting writer's mark outlasts that).
+ * Spent at the schedule's pace, they all met the same holders in the first second, and the call
+ * gave up on its budget while the lock was about to be free. 0 when the budget allows the schedule.
+ */
+export function budgetedDelay(
+  o: ResolvedOptions,
+  now: number,
+  sent: number,
+  cost: number,
+  nodeCount: number,
+  maxAttempts: number,
+  attempt: number,
+  startedAt: number,
+  deadline: number,
+): number {
+  const scheduleEnd = Math.min(deadline, startedAt + patience(maxAttempts, o.retryBaseDelayMs, o.retryMaxDelayMs));
+  const affordable = Math.floor((o.requestBudget - sent - nodeCount) / cost);
+  return budgetSpread(
+    affordable,
+    maxAttempts - attempt,
+    now - startedAt,
+    scheduleEnd - now,
+    o.retryBaseDelayMs,
+    o.retryMaxDelayMs,
+    Math.random(),
+  );
 }
 
 /**

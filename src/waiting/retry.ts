@@ -5,8 +5,7 @@
  */
 
 import type { AttemptReport } from "../base/report.js";
-import { budgetSpread, patience } from "../core/backoff.js";
-import { retryDelay } from "../core/backoff-waiting.js";
+import { budgetedDelay, retryDelay } from "../core/backoff-waiting.js";
 import type { Lock } from "../core/lock.js";
 import { fanOut } from "./attempts.js";
 import { checkAfterAttempt, sleepWithin, timeOut } from "./limits.js";
@@ -51,27 +50,17 @@ export async function backOff(w: Waiter, last: AttemptReport): Promise<Lock | "i
 
 /**
  * The retry policy's delay before the next fan-out, or longer when the request budget allows
- * fewer fan-outs than the policy has left: spread to the end of its schedule, as
- * `core/backoff-waiting.ts` spreads them (see `backoff.budgetSpread`). By the policy's pace alone,
- * waiters whose gate failed spent their budget within a second, against each other.
+ * fewer fan-outs than the policy has left (see `core/backoff-waiting.budgetedDelay`): by the
+ * policy's pace alone, waiters whose gate failed spent their budget within a second, against
+ * each other.
  */
 function delayAfter(w: Waiter, report: AttemptReport): number {
-  const o = w.o;
-  const delay = retryDelay(o, w.state.attempts, report, w.reports, w.request.resources);
-  const now = w.now();
-  const scheduleEnd = Math.min(
-    w.deadline,
-    w.startedAt + patience(w.maxAttempts, o.retryBaseDelayMs, o.retryMaxDelayMs),
+  const { o, state } = w;
+  const delay = retryDelay(o, state.attempts, report, w.reports, w.request.resources);
+  const nodeCount = w.engine.nodes.length;
+  const sent = w.requestsSent();
+  return Math.max(
+    delay,
+    budgetedDelay(o, w.now(), sent, w.takeCost, nodeCount, w.maxAttempts, state.attempts, w.startedAt, w.deadline),
   );
-  const affordable = Math.floor((o.requestBudget - w.requestsSent() - w.engine.nodes.length) / w.takeCost);
-  const spread = budgetSpread(
-    affordable,
-    w.maxAttempts - w.state.attempts,
-    now - w.startedAt,
-    scheduleEnd - now,
-    o.retryBaseDelayMs,
-    o.retryMaxDelayMs,
-    Math.random(),
-  );
-  return Math.max(delay, spread);
 }

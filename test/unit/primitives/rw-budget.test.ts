@@ -10,8 +10,8 @@
 import { describe, expect, it } from "vitest";
 import { Redlock as PlainRedlock } from "../../../src/core/index.js";
 import { fencing, initializeFencing } from "../../../src/fencing/index.js";
-import { type Lock, ReadWriteLock, type RedisArgument, type RedisNode, Redlock } from "../../../src/index.js";
-import { fakeClock, fakeNodes } from "../support/fake-node.js";
+import { type Lock, ReadWriteLock, type RedisNode, Redlock } from "../../../src/index.js";
+import { type FakeNode, fakeClock, fakeNodes, isolateView } from "../support/fake-node.js";
 import { run, useFakeTime } from "../support/fake-time.js";
 
 useFakeTime();
@@ -21,18 +21,15 @@ const ONE_WAY_MS = 5;
 const HOLD_MS = 30;
 
 /** Each isolate's view of `nodes`, counting the requests it sends. */
-function isolates(nodes: readonly RedisNode[], sent: number[]): (k: number) => RedisNode[] {
+function isolates(nodes: readonly FakeNode[], sent: number[]): (k: number) => RedisNode[] {
   return (k) =>
-    nodes.map((node) => ({
-      id: node.id,
-      async command(args: readonly RedisArgument[], signal: AbortSignal) {
+    isolateView(
+      nodes,
+      () => ONE_WAY_MS,
+      () => {
         sent[k] = (sent[k] ?? 0) + 1;
-        await new Promise((r) => setTimeout(r, ONE_WAY_MS));
-        const reply = await node.command(args, signal);
-        await new Promise((r) => setTimeout(r, ONE_WAY_MS));
-        return reply;
       },
-    }));
+    );
 }
 
 /**
