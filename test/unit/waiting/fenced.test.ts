@@ -13,7 +13,7 @@
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { fencing, initializeFencing } from "../../../src/fencing/index.js";
 import { fenceAcquireScript } from "../../../src/fencing/scripts/fence-acquire.js";
-import { type Lock, type RedisArgument, type RedisNode, Redlock } from "../../../src/index.js";
+import { type Lock, type RedisArgument, type RedisNode, Redlock, type ReleaseResult } from "../../../src/index.js";
 import { gateIndex } from "../../../src/waiting/gate.js";
 import { gateScript } from "../../../src/waiting/scripts/gate.js";
 import { fakeClock, fakeNodes, isolateView } from "../support/fake-node.js";
@@ -61,16 +61,17 @@ async function holdOnce(
   acquire: () => Promise<Lock>,
   holdMs: number,
   firstSentAt: (lock: Lock, grantedAt: number) => number,
-): Promise<{ lock: Lock; grant: Grant }> {
+): Promise<{ lock: Lock; grant: Grant; released: ReleaseResult }> {
   const lock = await acquire();
   const grantedAt = Date.now();
   const validUntil = grantedAt + lock.remainingMs();
   await new Promise((r) => setTimeout(r, holdMs));
   const releasedAt = Date.now();
-  await lock.release();
+  const released = await lock.release();
   const fence = BigInt(lock.fence ?? "-1");
   return {
     lock,
+    released,
     grant: { isolate, fence, grantedAt, releasedAt, validUntil, firstSentAt: firstSentAt(lock, grantedAt) },
   };
 }
@@ -240,5 +241,53 @@ describe("fenced acquisitions wait in line", () => {
     expect(results.flatMap((r) => (r.status === "rejected" ? [String(r.reason)] : []))).toEqual([]);
     expect(most).toBe(1);
     console.log(`gate down: requests per call with its release and the cleanups it left behind: ${perCall.join(", ")}`);
+  });
+
+  it("two clusters with the same node ids, resource names with separators, every release twice: each grant backed by its own cluster", async () => {
+    // One isolate, two clusters whose nodes carry the same ids (n0..n4); on each, 4 fenced callers
+    // of "a\nb" and 4 of the set ["a", "b"] (a different lock: its keys are "f:a" and "f:b").
+    const clusters = [fakeNodes(5), fakeNodes(5)];
+    const views = clusters.map((nodes) => isolateView(nodes, () => ONE_WAY_MS));
+    const clients = views.map((nodes) => new Redlock({ nodes, clock: fakeClock, fencing, keyPrefix: "f:" }));
+    for (const client of clients) await run(initializeFencing(client));
+    const grants = new Map<string, Grant[]>();
+    let unbacked = 0;
+    let crossed = 0;
+    let releasedTwice = 0;
+    const caller = async (c: number, resources: string | string[], k: number) => {
+      const redlock = clients[c] as Redlock;
+      const nodes = clusters[c] as ReturnType<typeof fakeNodes>;
+      const { lock, grant, released } = await holdOnce(
+        k,
+        async () => {
+          const lock = await redlock.acquire(resources, TTL_MS);
+          // The nodes' own keys: a quorum of this cluster holds every key of the grant's token.
+          const backed = nodes.filter((n) => lock.keys.every((key) => n.get(key) === lock.token)).length;
+          if (backed < 3) unbacked++;
+          // And no node of the other cluster holds it.
+          const other = clusters[1 - c] as ReturnType<typeof fakeNodes>;
+          if (other.some((n) => lock.keys.some((key) => n.get(key) === lock.token))) crossed++;
+          return lock;
+        },
+        CRITICAL_MS,
+        // Validity is checked by the 8-isolate test; here its bound holds trivially.
+        (_, grantedAt) => grantedAt,
+      );
+      // Released a second time, later: the first release's result again, no request sent.
+      await new Promise((r) => setTimeout(r, CRITICAL_MS));
+      if ((await lock.release()) === released) releasedTwice++;
+      const name = `${c} ${JSON.stringify(resources)}`;
+      grants.set(name, [...(grants.get(name) ?? []), grant]);
+    };
+    await run(
+      Promise.all([0, 1].flatMap((c) => [0, 1, 2, 3].flatMap((k) => [caller(c, "a\nb", k), caller(c, ["a", "b"], k)]))),
+    );
+    await run(Promise.all(clients.map((client) => client.settled())));
+    expect(unbacked).toBe(0);
+    expect(crossed).toBe(0);
+    expect(releasedTwice).toBe(16);
+    expect([...grants.values()].map((g) => g.length)).toEqual([4, 4, 4, 4]);
+    // Per cluster and lock: one holder at a time, fences in grant order.
+    for (const g of grants.values()) expect(violations(g)).toEqual([]);
   });
 });
