@@ -23,13 +23,25 @@ export interface TaskContext {
 }
 
 /**
- * The requests one `acquire()` call has sent and waited for, through every fan-out it made (its
- * attempts, its polls, the cluster check): what its request budget counts. The cleanup of its
- * failed attempts and leaving the gate's line run in the background, not waited for, and are not
- * counted (`settled()` covers them).
+ * What one `acquire()` call's request budget counts: every request the call sends until it
+ * returns, through every fan-out it makes (its attempts, its polls, the cluster check, script
+ * fallbacks) and through the background work it starts meanwhile (leaving the gate's line, the
+ * cleanup of a failed attempt). What that background work sends after the call returned is not
+ * the call's: `settled()` covers it.
  */
 export interface RequestMeter {
+  /**
+   * Requests sent so far, and those the cleanup of a failed attempt already owes: one per node
+   * that may need undoing, counted when the attempt fails, before the last answers are in.
+   */
   sent: number;
+  /** Set once the call has returned (see `endCall`): background work is then no longer bounded by its budget. */
+  returned?: boolean;
+}
+
+/** The call metered by `meter` has returned. */
+export function endCall(meter: RequestMeter | undefined): void {
+  if (meter !== undefined) meter.returned = true;
 }
 
 /** Options of {@link fanOut}. */

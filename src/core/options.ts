@@ -96,14 +96,15 @@ export interface RedlockOptions extends RedlockHooks {
    */
   maxHoldMs?: number | undefined;
   /**
-   * Requests one `acquire()`, `tryAcquire()` or `using()` call may send until it has the lock
-   * (fan-outs, polls of the gate, script fallbacks, the cluster check), with the release of its
-   * lock (one request per node) kept in reserve: a call that would need more gives up with a `RequestBudgetError` rather
+   * Requests one `acquire()`, `tryAcquire()` or `using()` call may send until it returns, whatever
+   * for (fan-outs, polls of the gate, script fallbacks, the cluster check, leaving the gate's line,
+   * the cleanup of a failed attempt sent meanwhile), with the release of its lock (one request per
+   * node) kept in reserve: a call that would need more gives up with a `RequestBudgetError` rather
    * than send them, and waiting in line spaces its polls to last within it. The default keeps an
    * acquisition and its release within the 50 subrequests a Cloudflare Workers Free invocation
-   * may make, with 10 left for the request's own work. Work left in the background once the call
-   * has returned (the slow nodes of a release, cleanup of a failed attempt) is not counted here
-   * (see `settled()`). `Infinity` for no budget.
+   * may make, with 10 left for the request's own work and for what runs once the call has
+   * returned (the slow nodes of a release, the cleanup of its last failed attempt, which
+   * `settled()` covers). `Infinity` for no budget.
    * @default 40
    */
   requestBudget?: number;

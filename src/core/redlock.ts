@@ -329,7 +329,13 @@ export class Redlock {
     const sorted = validateResources(resources);
     const { signal, waitUntil, overrides } = callInput(options, where, extra);
     const o = this.#engine.resolveWithTtl(overrides, ttlMs);
-    const request = { resources: sorted, keys: keysOf(sorted, o), ttlMs, options: o, meter: { sent: 0 } };
+    const request = {
+      resources: sorted,
+      keys: keysOf(sorted, o),
+      ttlMs,
+      options: o,
+      meter: { sent: 0, returned: false },
+    };
     return { request, signal, waitUntil };
   }
 

@@ -72,7 +72,7 @@ export function prepareCall(
 ): Call {
   const { signal, waitUntil, overrides } = callInput(options, where, using ? ["waitUntil"] : []);
   const o = engine.resolveWithTtl(overrides, ttlMs);
-  return { ttlMs, o, signal, waitUntil, meter: { sent: 0 } };
+  return { ttlMs, o, signal, waitUntil, meter: { sent: 0, returned: false } };
 }
 
 /**

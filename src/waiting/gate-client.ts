@@ -121,6 +121,8 @@ export function leave(w: Waiter): void {
       w.request.resources,
       {
         yes: "acquired",
+        // Counted by the call's budget, which kept it in reserve (see `Waiter.requestsSent`).
+        meter: w.request.meter,
         task: async (_, context) => {
           await pollGate(
             node,

@@ -57,6 +57,16 @@ export interface GateAnswer {
 export type GateMode = "take" | "aim" | "wait" | "leave";
 
 /**
+ * Whether a take's `answer` says the previous holder's release may still be on its way to the
+ * other nodes, which are then asked again when they say "held": it reached the gate at most a
+ * request deadline ago (a release sends to every node at once, each within that deadline).
+ * Released longer ago, the other nodes' "held" is another holder's, which no asking again frees.
+ */
+export function releaseOnItsWay(answer: GateAnswer, requestTimeoutMs: number): boolean {
+  return answer.taken && answer.releasedAgoMs >= 0 && answer.releasedAgoMs <= requestTimeoutMs;
+}
+
+/**
  * The gate of a (sorted) key set: the same node for every client with the same node list, spread
  * over the nodes by a hash of the keys (`core/keys.keysHash`).
  */

@@ -10,10 +10,11 @@ import { sleep } from "../base/signals.js";
 import { withAttempts } from "../core/backoff-waiting.js";
 import type { TaskContext } from "../core/fanout.js";
 import { Lock } from "../core/lock.js";
+import type { GateRole } from "../core/operations/acquire.js";
 import { withinBudget } from "../core/options.js";
 import { randomToken } from "../core/token.js";
 import { fanOut } from "./attempts.js";
-import type { GateAnswer } from "./gate.js";
+import { type GateAnswer, releaseOnItsWay } from "./gate.js";
 import { currentPlaceholderMs, growPlaceholder, leave, poll, pollOn } from "./gate-client.js";
 import {
   abandon,
@@ -160,7 +161,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
         task: async () => "acquired",
         // Ask the others again only when the previous holder just released through the gate:
         // its release is on its way to them. A gate free with no release is out of step.
-        gateTaken: () => answer.releasedAgoMs >= 0,
+        gateTaken: () => releaseOnItsWay(answer, w.o.requestTimeoutMs),
         ...retryHeldFor(w, answer.holdMs),
       });
       if (result.lock) return result.lock;
@@ -266,10 +267,13 @@ export function sleepFor(w: Waiter, answer: GateAnswer): number {
   return sleepBehind(answer, s.rttMs, overdueForMs, Math.random(), toQuorum);
 }
 
-/** How the other nodes are asked again after "held" while the gate is ours (see `pacing.retryHeld`). */
-function retryHeldFor(w: Waiter, holdMs: number): { retryHeldMs: number; retryHeldEveryMs: number } {
+/**
+ * How the other nodes are asked again after "held" while the gate is ours (see `pacing.retryHeld`),
+ * and what the call has sent and owes when they are (leaving the line included).
+ */
+function retryHeldFor(w: Waiter, holdMs: number): Pick<GateRole, "retryHeldMs" | "retryHeldEveryMs" | "requestsSent"> {
   const o = w.o;
-  return retryHeld({
+  const pace = retryHeld({
     holdMs,
     rttMs: w.state.rttMs,
     ttlMs: w.request.ttlMs,
@@ -277,6 +281,7 @@ function retryHeldFor(w: Waiter, holdMs: number): { retryHeldMs: number; retryHe
     minValidityMs: o.minValidityMs,
     requestTimeoutMs: o.requestTimeoutMs,
   });
+  return { ...pace, requestsSent: () => w.requestsSent() };
 }
 
 /**
@@ -347,7 +352,7 @@ async function speculativeTake(w: Waiter, delays?: number[]): Promise<Lock | Gat
         return answer.taken ? "acquired" : "held";
       } finally {
         gateTrying = false;
-        gateAnswered(answer?.taken === true && answer.releasedAgoMs >= 0);
+        gateAnswered(answer !== undefined && releaseOnItsWay(answer, w.o.requestTimeoutMs));
       }
     },
   });

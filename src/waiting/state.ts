@@ -167,9 +167,15 @@ export class Waiter {
     return attemptCost(this.request, this.engine.nodes.length);
   }
 
-  /** Requests this call has sent so far (see `RequestMeter`). */
+  /**
+   * Requests this call has sent so far (see `RequestMeter`), and the one it owes while it stands
+   * in the gate's line or keeps a placeholder there: leaving (see `gate-client.leave`) is sent
+   * before the call returns, when it was granted otherwise than by the gate's take.
+   */
   requestsSent(): number {
-    return this.request.meter?.sent ?? requestsOf(this.reports);
+    const s = this.state;
+    const owesLeave = (s.inLine || s.placeholderToken !== undefined) && !s.gateDown ? 1 : 0;
+    return (this.request.meter?.sent ?? requestsOf(this.reports)) + owesLeave;
   }
 
   now(): number {

@@ -71,6 +71,11 @@ export interface GateRole {
   readonly retryHeldMs: number;
   readonly retryHeldEveryMs: number;
   /**
+   * What the call has sent and still owes (see `RequestMeter`), checked against its budget before
+   * a node is asked again. @default the request's meter
+   */
+  readonly requestsSent?: (() => number) | undefined;
+  /**
    * How the other nodes take part, when not by `SET NX` (asked again as `gateTaken` says): a
    * lock handed over by a release reads what the release's requests did (see `handoff.ts`).
    */
@@ -265,8 +270,8 @@ async function acquireBehindGate(
     // Asked again only while the lock's release stays within the request budget, checked right
     // before the send: the other nodes asked again meanwhile have each sent since any earlier check
     // (a send counts at once, so this check and its send are one step).
-    const meter = request.meter;
-    if (meter !== undefined && !withinBudget(options, meter.sent, 1, engine.nodes.length)) return outcome;
+    const sent = gate.requestsSent?.() ?? request.meter?.sent;
+    if (sent !== undefined && !withinBudget(options, sent, 1, engine.nodes.length)) return outcome;
   }
 }
 

@@ -60,13 +60,29 @@ export function cleanUpAcquisition(
 ): void {
   const { ttlMs, options } = request;
   const timeoutMs = cleanupTimeoutMs(options.requestTimeoutMs, ttlMs);
+  const needsUndo = (outcome: NodeOutcome, index: number) =>
+    mayHaveApplied(outcome) || (outcome.outcome === "acquired" && releasedOn?.[index] !== true);
+  // The call's budget counts what its cleanup sends before it returns (see `RequestMeter`): a
+  // request is owed now for every node that may need one, before the last answers are in, so that
+  // the call's next check already sees it. Each node's first request is counted as it is sent,
+  // and the debt then paid off.
+  const meter = request.meter;
+  const owes = fan.finished.map((_, index) => {
+    const known = fan.knownOutcome(index);
+    return known === undefined || needsUndo(known, index);
+  });
+  if (meter !== undefined) for (const owed of owes) if (owed) meter.sent++;
+  const paid = (index: number) => {
+    if (meter !== undefined && owes[index] === true) meter.sent--;
+    owes[index] = false;
+  };
   const work = fan.outcomes.then((outcomes) =>
     Promise.all(
       outcomes.map(async (outcome, index) => {
         const fateUnknown = mayHaveApplied(outcome);
         // Nothing to undo: a definite "held" or refusal wrote nothing, and a definite "acquired"
         // was already released if the lock's release reached it after the SET's answer.
-        if (!fateUnknown && (outcome.outcome !== "acquired" || releasedOn?.[index] === true)) return;
+        if (!needsUndo(outcome, index)) return paid(index);
         await fan.finished[index];
         if (placeholder?.index === index && outcome.outcome === "acquired") {
           // The gate said yes but the other nodes hold someone else's lock: the gate lost track
@@ -74,9 +90,11 @@ export function cleanUpAcquisition(
           // see the lock as held and keep polling with one request, rather than each taking the
           // gate in turn and fanning out to every node.
           const kept = await extendOne(engine, request, token, index, placeholder.holdMs, timeoutMs);
+          paid(index);
           if (kept.outcome === "extended") return;
         }
         const first = await releaseOne(engine, request, token, index, timeoutMs, release);
+        paid(index);
         if (!fateUnknown && !mayHaveApplied(first)) return;
         await sweep(engine, request, token, index, timeoutMs, fan.startedAt, first, release);
       }),
@@ -105,6 +123,10 @@ async function sweep(
     if (left <= 0) return;
     await pause(Math.min(interval, left));
     interval *= 2;
+    // No sweep while the call that failed here still runs: it would spend the call's budget on a
+    // node that just failed, and the call's own attempts matter more. The key, if it landed,
+    // expires with its TTL; once the call returned, the rest of the sweep is background work.
+    if (request.meter?.returned === false) continue;
     outcome = await releaseOne(engine, request, token, index, timeoutMs, release);
   }
 }
@@ -124,6 +146,7 @@ async function extendOne(
     yes: "extended",
     timeoutMs,
     clock: request.options.clock,
+    meter: request.meter,
     task: (_, context) => extendOnNode(node, request.keys, token, holdMs, context),
   });
   const [outcome] = await fan.outcomes;
@@ -147,6 +170,7 @@ async function releaseOne(
     yes: "released",
     timeoutMs,
     clock: options.clock,
+    meter: request.meter,
     task: (_, context) => release(node, keys, token, context),
     onNodeSettled: onNodeError
       ? (outcome) => {

@@ -1,13 +1,11 @@
 /**
- * Which requests of one `acquire()` call and its lock's release `requestBudget` counts (see
- * `RequestMeter` in src/core/fanout.ts), told apart where they leave the caller's isolate: the
- * call's attempts (`SET NX`, the all-or-none script), its polls of the gate and the cluster check,
- * and the release. Not counted: what the call starts and does not wait for, leaving the gate's
- * line and the cleanup of a failed attempt (releasing its keys, or keeping a placeholder on the
- * gate), which `settled()` covers.
+ * What `requestBudget` counts of one `acquire()` call (see `RequestMeter` in src/core/fanout.ts):
+ * every request the call's isolate sends from the call until it returns, whatever for (attempts,
+ * polls, the cluster check, script fallbacks, leaving the gate's line, the cleanup of a failed
+ * attempt), and its lock's release (the release's report counts it). What background work sends
+ * after the call returned is not the call's: `settled()` covers it. Tests count at the nodes,
+ * where the requests leave the isolate, and need no list of what counts.
  */
-import { acquireAllScript } from "../../../src/core/scripts/acquire-all.js";
-import { clusterScript } from "../../../src/core/scripts/cluster.js";
 import type { RedisArgument } from "../../../src/index.js";
 import { gateScript } from "../../../src/waiting/scripts/gate.js";
 
@@ -24,14 +22,6 @@ export function gateMode(args: readonly RedisArgument[]): string | undefined {
 /** The token of an aimed take's gate request (one per attempt), or undefined for any other command. */
 export function aimToken(args: readonly RedisArgument[]): string | undefined {
   return gateMode(args) === "aim" ? String(args[5 + Number(args[2])]) : undefined;
-}
-
-/** Whether `args`, sent while the call is `acquiring` or its lock `releasing`, counts against the budget. */
-export function countedByBudget(args: readonly RedisArgument[], phase: "acquiring" | "releasing"): boolean {
-  const mode = gateMode(args);
-  if (mode !== undefined) return mode !== "leave";
-  if (phase === "releasing") return true;
-  return args[0] === "SET" || runs(args, clusterScript) || runs(args, acquireAllScript);
 }
 
 /** What one run of a budget sweep reports: what the budget counts, a grant, and how often a node was asked again. */

@@ -9,7 +9,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { LockHeldError, type RedisNode, Redlock, RequestBudgetError } from "../../../src/index.js";
 import { gateIndex } from "../../../src/waiting/gate.js";
-import { aimToken, countedByBudget, gateMode, range, sweepBudgets } from "../support/budget-count.js";
+import { aimToken, gateMode, range, sweepBudgets } from "../support/budget-count.js";
 import { fakeClock, fakeNodes, isolateView } from "../support/fake-node.js";
 import { settle, timerByTimer, useFakeTime } from "../support/fake-time.js";
 import { seededRandom } from "../support/random.js";
@@ -45,14 +45,14 @@ async function takeTurns(clients: readonly Redlock[], key: string, ms: number): 
  * the gate again. A lock granted is held 200 ms (every answer in by then: no sweep after the
  * release) and released.
  *
- * Returns what the budget counts of the requests the waiter's call sent from its start until its
- * release (or failure) settled (see `budget-count.ts`), whether it got the lock, and the most aimed polls the gate received with one take's token (more
- * than 1: asked again within a take).
+ * Returns what the budget counts of the requests the waiter's isolate sent (see `budget-count.ts`):
+ * all of them until the call returned, and its lock's release; whether it got the lock, and the
+ * most aimed polls the gate received with one take's token (more than 1: asked again within a take).
  */
 async function overdueHolder(budget: number, holdMs: number) {
   const nodes = fakeNodes(NODES);
   const gate = gateIndex([KEY], NODES);
-  let phase: "acquiring" | "releasing" | undefined;
+  let acquiring = false;
   let counted = 0;
   const aimsPerTake = new Map<string, number>();
   const holderIsolate = isolateView(nodes, () => 1);
@@ -60,8 +60,8 @@ async function overdueHolder(budget: number, holdMs: number) {
     nodes,
     (i) => (i === gate ? 1 : 30),
     (args) => {
-      if (phase === undefined) return;
-      if (countedByBudget(args, phase)) counted++;
+      if (!acquiring) return;
+      counted++;
       const token = aimToken(args);
       if (token !== undefined) aimsPerTake.set(token, (aimsPerTake.get(token) ?? 0) + 1);
     },
@@ -72,20 +72,21 @@ async function overdueHolder(budget: number, holdMs: number) {
   const call = async () => {
     const held = await holder.acquire(KEY, 10_000);
     const waiter = new Redlock({ nodes: waiterIsolate, clock: fakeClock, requestBudget: budget });
-    phase = "acquiring";
-    const acquiring = waiter.acquire(KEY, 10_000).then(
+    acquiring = true;
+    const called = waiter.acquire(KEY, 10_000).then(
       async (lock) => {
+        acquiring = false;
         granted = true;
         await after(200);
-        phase = "releasing";
-        await lock.release();
+        counted += (await lock.release()).report.requests;
       },
-      () => {},
+      () => {
+        acquiring = false;
+      },
     );
     await after(holdMs);
     await held.release();
-    await acquiring;
-    phase = undefined;
+    await called;
   };
   await settle(call(), timerByTimer());
   return { counted, granted, askedAgain: Math.max(0, ...aimsPerTake.values()) };
@@ -99,9 +100,9 @@ describe("the gate asked again within an aimed take", () => {
     // sends; holds that end between the waiter's takes, and long after them.
     const { over, grants, askedAgain } = await sweepBudgets(range(14, 34), range(80, 320, 40), overdueHolder);
     expect(over).toEqual([]);
-    // Not vacuous: in most of these runs (of 147) a take asked the gate again, in some the waiter
-    // got the lock (147 and 51 when written).
-    expect(askedAgain).toBeGreaterThanOrEqual(120);
+    // Not vacuous: in most of these runs (of 147) a take asked the gate again, in many the waiter
+    // got the lock (119 and 83 when last run).
+    expect(askedAgain).toBeGreaterThanOrEqual(100);
     expect(grants).toBeGreaterThanOrEqual(40);
   });
 
@@ -124,13 +125,15 @@ async function budgetedWaiter(budget: number, holdMs: number, hold: "gate" | "ar
   const nodes = fakeNodes(NODES);
   const gate = gateIndex([KEY], NODES);
   let acquiring = false;
+  let returned = false;
+  /** What the waiter's isolate sent, and whether the call had returned then (what the budget counts: see `budget-count.ts`). */
   const sends: { at: number; mode: string | undefined; counted: boolean }[] = [];
   const holder = new Redlock({ nodes: isolateView(nodes, () => 1), clock: fakeClock });
   const waiterIsolate = isolateView(
     nodes,
     () => 10,
     (args) => {
-      if (acquiring) sends.push({ at: Date.now(), mode: gateMode(args), counted: countedByBudget(args, "acquiring") });
+      if (acquiring) sends.push({ at: Date.now(), mode: gateMode(args), counted: !returned });
     },
   );
   // Once, on another key, when KEY is to be held around the gate: the call on KEY then starts
@@ -149,8 +152,14 @@ async function budgetedWaiter(budget: number, holdMs: number, hold: "gate" | "ar
   const waiter = new Redlock({ nodes: waiterIsolate, clock: fakeClock, requestBudget: budget });
   let endedAt = 0;
   const outcome = waiter.acquire(KEY, 10_000).then(
-    (lock) => ({ lock, error: undefined }),
-    (error: unknown) => ({ lock: undefined, error }),
+    (lock) => {
+      returned = true;
+      return { lock, error: undefined };
+    },
+    (error: unknown) => {
+      returned = true;
+      return { lock: undefined, error };
+    },
   );
   const done = outcome.then(() => {
     endedAt = Date.now();
@@ -162,9 +171,10 @@ async function budgetedWaiter(budget: number, holdMs: number, hold: "gate" | "ar
 
 describe("a waiter whose request budget is spent", () => {
   it("gives up at once with a RequestBudgetError and leaves the line, rather than sleep out its patience", async () => {
-    // Its fan-out (5), a poll that takes the gate and the other nodes asked (5) leave no room for
-    // one more poll and take (6) with the release (5) kept.
-    const budget = 16;
+    // Its fan-out (5), the release it owes the gate that said yes (1), leaving the line (1), a poll
+    // that takes the gate and the other nodes asked (5) leave no room for one more poll and take
+    // (6) with the release (5) kept.
+    const budget = 18;
     const { error, startedAt, endedAt, sends, waiter } = await budgetedWaiter(budget, 5000, "around-the-gate");
     expect(error).toBeInstanceOf(RequestBudgetError);
     expect((error as RequestBudgetError).cause).toBeInstanceOf(LockHeldError);

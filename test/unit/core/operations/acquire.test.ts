@@ -8,7 +8,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { type RedisArgument, type RedisNode, Redlock } from "../../../../src/index.js";
 import { gateIndex } from "../../../../src/waiting/gate.js";
-import { countedByBudget, range, sweepBudgets } from "../../support/budget-count.js";
+import { range, sweepBudgets } from "../../support/budget-count.js";
 import { type FakeNode, fakeClock, fakeNodes, isolateView } from "../../support/fake-node.js";
 import { resolvesOnFakeTime, run, useFakeTime } from "../../support/fake-time.js";
 
@@ -52,22 +52,22 @@ function laggingHolder(nodes: readonly FakeNode[], gate: number, lagMs: number) 
  * times each in the 100 ms allowed). A lock granted is held 200 ms (every answer in by then: no
  * sweep after the release) and released.
  *
- * Returns what the budget counts of the requests the waiter's isolate sent from the call until its
- * release (or the call's failure) settled (see `budget-count.ts`), whether it got the lock, and the most `SET`s one node other than the gate received with
+ * Returns what the budget counts of the requests the waiter's isolate sent (see `budget-count.ts`):
+ * all of them until the call returned, and its lock's release; whether it got the lock, and the most `SET`s one node other than the gate received with
  * one token (more than 1: asked again within an attempt).
  */
 async function behindALateRelease(budget: number, lagMs: number) {
   const nodes = fakeNodes(NODES);
   const gate = gateIndex([KEY], NODES);
   const holderIsolate = laggingHolder(nodes, gate, lagMs);
-  let phase: "acquiring" | "releasing" = "acquiring";
+  let acquiring = true;
   let counted = 0;
   const setsPerToken = new Map<string, number>();
   const waiterIsolate = isolateView(
     nodes,
     (i) => (i === gate ? GATE_ONE_WAY_MS : OTHER_ONE_WAY_MS),
     (args, i) => {
-      if (countedByBudget(args, phase)) counted++;
+      if (acquiring) counted++;
       if (args[0] === "SET" && i !== gate) {
         const key = `${i}:${String(args[2])}`;
         setsPerToken.set(key, (setsPerToken.get(key) ?? 0) + 1);
@@ -80,12 +80,14 @@ async function behindALateRelease(budget: number, lagMs: number) {
   let granted = false;
   const call = waiter.acquire(KEY, 10_000).then(
     async (lock) => {
+      acquiring = false;
       granted = true;
       await after(200);
-      phase = "releasing";
-      await lock.release();
+      counted += (await lock.release()).report.requests;
     },
-    () => {},
+    () => {
+      acquiring = false;
+    },
   );
   // The waiter's first attempt finds the key held, and it waits in line.
   await vi.advanceTimersByTimeAsync(300);
