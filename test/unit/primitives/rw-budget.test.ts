@@ -5,12 +5,13 @@
  * the lock 30 ms: each must be granted, one at a time, within its request budget. When the budget
  * allows fewer attempts than the retry schedule, the attempts left are spread to the end of the
  * wait rather than spent in its first second (where they all met the other writers and the calls
- * failed with `RequestBudgetError`).
+ * failed with `RequestBudgetError`). A semaphore's waiters (`semaphore-line.ts`) are held to the
+ * same budget.
  */
 import { describe, expect, it } from "vitest";
 import { Redlock as PlainRedlock } from "../../../src/core/index.js";
 import { fencing, initializeFencing } from "../../../src/fencing/index.js";
-import { type Lock, ReadWriteLock, type RedisNode, Redlock } from "../../../src/index.js";
+import { type Lock, ReadWriteLock, type RedisNode, Redlock, Semaphore } from "../../../src/index.js";
 import { type FakeNode, fakeClock, fakeNodes, isolateView } from "../support/fake-node.js";
 import { run, useFakeTime } from "../support/fake-time.js";
 
@@ -34,7 +35,8 @@ function isolates(nodes: readonly FakeNode[], sent: number[]): (k: number) => Re
 
 /**
  * `acquire` in each of ISOLATES isolates at once, each lock held HOLD_MS and released: the calls'
- * errors, the most requests one call and its release sent, and how many held at once at most.
+ * errors, the most requests one call and its release sent (everything its isolate sent from the
+ * call until the release settled), and how many held at once at most.
  */
 async function contend(acquire: (k: number) => Promise<Lock>, sent: number[]) {
   let holders = 0;
@@ -84,6 +86,19 @@ describe("waiting by backoff stays within the request budget", () => {
     const outcome = await contend((k) => (clients[k] as PlainRedlock).acquire("r", 10_000), sent);
     expect(outcome.errors).toEqual([]);
     expect(outcome.most).toBe(1);
+    expect(outcome.costliest).toBeLessThanOrEqual(40);
+  });
+});
+
+describe("a semaphore's line stays within the request budget", () => {
+  it("12 isolates on a semaphore of 2 permits: all granted, at most 2 at a time, each within 40 requests", async () => {
+    const nodes = fakeNodes(5);
+    const sent = new Array<number>(ISOLATES).fill(0);
+    const view = isolates(nodes, sent);
+    const clients = Array.from({ length: ISOLATES }, (_, k) => new Redlock({ nodes: view(k), clock: fakeClock }));
+    const outcome = await contend((k) => new Semaphore(clients[k] as Redlock, "pool", 2).acquire(10_000), sent);
+    expect(outcome.errors).toEqual([]);
+    expect(outcome.most).toBe(2);
     expect(outcome.costliest).toBeLessThanOrEqual(40);
   });
 });
