@@ -10,6 +10,7 @@ import type { AttemptReport } from "../base/report.js";
 import { sleep } from "../base/signals.js";
 import { budgetSpread, fullJitterDelay, patience } from "./backoff.js";
 import type { Engine } from "./engine.js";
+import { endCall } from "./fanout.js";
 import type { Lock } from "./lock.js";
 import { abortedError, attemptOnce, failureError, rateLimitOf } from "./operations/acquire.js";
 import { summary } from "./operations/summary.js";
@@ -32,6 +33,21 @@ export const backoffWaiting: WaitingStrategy = {
  * caller's signal run out. The read-write lock waits the same way with attempts of its own.
  */
 export async function acquireWithBackoff(
+  engine: Engine,
+  request: AcquireRequest,
+  maxAttempts: number,
+  signal: AbortSignal | undefined,
+  attemptOnce: (attempt: number) => Promise<{ readonly lock?: Lock | undefined; readonly report: AttemptReport }>,
+): Promise<Lock> {
+  try {
+    return await attemptsWithBackoff(engine, request, maxAttempts, signal, attemptOnce);
+  } finally {
+    endCall(request.meter);
+  }
+}
+
+/** The attempts of {@link acquireWithBackoff}, until the call returns. */
+async function attemptsWithBackoff(
   engine: Engine,
   request: AcquireRequest,
   maxAttempts: number,

@@ -9,7 +9,7 @@
 import type { Clock } from "../base/clock.js";
 import { ConfigurationError, ValidityExhaustedError } from "../base/errors.js";
 import type { RedisNode } from "../transport/rest.js";
-import { endCall, fanOut, type RequestMeter } from "./fanout.js";
+import { fanOut, type RequestMeter } from "./fanout.js";
 import { type ClusterResetResult, clusterFingerprint, keptOnNode, refusal, serverName } from "./fingerprint.js";
 import type { Lock } from "./lock.js";
 import type { ResolvedOptions } from "./options.js";
@@ -59,27 +59,21 @@ export class Cluster {
     acquire: () => Promise<Lock>,
   ): Promise<Lock> {
     const checking = this.#check(o, signal, meter);
-    // Once the nodes confirmed, the acquisition's own promise is returned with one reaction, to
-    // end the call's budget: no async wrapper adds its promise and ticks to every acquisition.
-    if (checking === undefined) return meter === undefined ? acquire() : acquire().then(...ending(meter));
-    return this.#acquireChecking(checking, meter, acquire);
+    // Once the nodes confirmed, the acquisition's own promise is returned as it is: no async
+    // wrapper adds its promise and ticks to every acquisition.
+    if (checking === undefined) return acquire();
+    return this.#acquireChecking(checking, acquire);
   }
 
-  async #acquireChecking(
-    checking: Promise<void>,
-    meter: RequestMeter | undefined,
-    acquire: () => Promise<Lock>,
-  ): Promise<Lock> {
+  async #acquireChecking(checking: Promise<void>, acquire: () => Promise<Lock>): Promise<Lock> {
     checking.catch(() => undefined);
     let lock: Lock;
     try {
       lock = await acquire();
     } catch (error) {
-      endCall(meter);
       await checking;
       throw error;
     }
-    endCall(meter);
     const refusal = await checking.then(undefined, (error: unknown) => error);
     // Waiting for a slow node's answer must not return a lock below its least validity.
     if (refusal === undefined && lock.remainingMs() > lock.options.minValidityMs) return lock;
@@ -179,18 +173,4 @@ export class Cluster {
   }
 
   #node = (index: number) => this.#nodes[index] as RedisNode;
-}
-
-/** Reactions that end the call metered by `meter` as its acquisition settles, and pass the outcome on. */
-function ending(meter: RequestMeter): [(lock: Lock) => Lock, (error: unknown) => never] {
-  return [
-    (lock) => {
-      endCall(meter);
-      return lock;
-    },
-    (error) => {
-      endCall(meter);
-      throw error;
-    },
-  ];
 }

@@ -43,6 +43,7 @@ import { sleep } from "../base/signals.js";
 import { fullJitterDelay } from "../core/backoff.js";
 import { acquireTimeout, checkBudget, retryDelay, stopAfter } from "../core/backoff-waiting.js";
 import type { Engine } from "../core/engine.js";
+import { endCall } from "../core/fanout.js";
 import type { Lock, LockOperations } from "../core/lock.js";
 import { abortedError, attemptAcquire, failureError } from "../core/operations/acquire.js";
 import type { AcquireRequest, ResolvedOptions } from "../core/options.js";
@@ -167,6 +168,14 @@ export class Semaphore {
    * with pauses until a slot is granted or `maxRounds` rounds are spent.
    */
   async #take(call: Call, maxRounds: number): Promise<Lock> {
+    try {
+      return await this.#takeSlot(call, maxRounds);
+    } finally {
+      endCall(call.meter);
+    }
+  }
+
+  async #takeSlot(call: Call, maxRounds: number): Promise<Lock> {
     const { o, signal, meter } = call;
     const keys = Array.from({ length: this.permits }, (_, i) =>
       primitiveKey(o.keyPrefix, "semaphore", this.name, `${i}`),

@@ -4,6 +4,7 @@
  * `phases.transition` alone.
  * @module
  */
+import { endCall } from "../core/fanout.js";
 import type { Lock } from "../core/lock.js";
 import { failureError } from "../core/operations/acquire.js";
 import { fanOut } from "./attempts.js";
@@ -37,6 +38,7 @@ export async function runWaiter(w: Waiter): Promise<Lock> {
   } finally {
     hot.leave(w.hotKey, self);
     if (w.state.ticket > 0) hot.stopWaiting(w.hotKey, w.state.ticket);
+    endCall(w.request.meter);
   }
 }
 

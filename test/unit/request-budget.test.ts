@@ -63,3 +63,25 @@ describe("requestBudget", () => {
     expect(received(nodes)).toBeGreaterThan(20);
   });
 });
+
+describe("sweeps of a node whose answer never came", () => {
+  it.each([
+    ["the plain preset", PlainRedlock],
+    ["the default client", Redlock],
+  ])("%s: wait until the call returned, then delete a SET that landed late", async (_, Client) => {
+    // Node 0 applies a SET 1.5 s after it was sent, past the request deadline (1 s with a 10 s
+    // TTL); the others hold the key for someone else. tryAcquire() is refused at once; node 0's
+    // request times out, its first release finds nothing, and only a sweep can delete the key the
+    // SET writes later. The sweep runs once the call returned, long before the key would expire.
+    const nodes = fakeNodes(3);
+    for (const n of nodes.slice(1)) n.occupy("r", "elsewhere", 60_000);
+    const node0 = nodes[0] as FakeNode;
+    node0.latency = (args) => (args[0] === "SET" ? { requestMs: 1500, replyMs: 0 } : { requestMs: 1, replyMs: 1 });
+    const redlock = new Client({ nodes, clock: fakeClock });
+    expect(await run(redlock.tryAcquire("r", 10_000), 1)).toBeNull();
+    await run(new Promise((resolve) => setTimeout(resolve, 1600)), 1);
+    expect(node0.get("r"), "the late SET landed").toBeDefined();
+    await run(new Promise((resolve) => setTimeout(resolve, 3000)), 1);
+    expect(node0.get("r"), "a sweep deleted it").toBeUndefined();
+  });
+});
