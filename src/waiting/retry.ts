@@ -1,14 +1,18 @@
 /**
  * Waiting without the gate: fan-outs with the retry policy's delays in between (full-jitter
- * backoff, or the caller's `retryDelay`), and the test that sends a waiter back in line.
+ * backoff, or the caller's `retryDelay`), and the test that sends a waiter back in line. A fenced
+ * waiter, whose fan-out costs two rounds, asks one node at a time whether the lock is still held
+ * and fans out once it is free.
  * @module
  */
 
 import type { AttemptReport } from "../base/report.js";
 import { budgetedDelay, retryDelay } from "../core/backoff-waiting.js";
 import type { Lock } from "../core/lock.js";
+import { withinBudget } from "../core/options.js";
 import { fanOut } from "./attempts.js";
-import { checkAfterAttempt, sleepWithin, timeOut } from "./limits.js";
+import { checkAfterAttempt, pauseLimit, sleepWithin, startPatience, timeOut } from "./limits.js";
+import { budgetGap, MAX_POLLS_PER_SECOND } from "./pacing.js";
 import type { Waiter } from "./state.js";
 
 /** Another holder answered somewhere: waiting in line beats another fan-out. */
@@ -27,18 +31,27 @@ export function shouldWaitInLine(w: Waiter, report: AttemptReport): boolean {
 }
 
 /**
- * Fan-outs with the retry policy's delays in between, after the failed attempt `last`: the lock,
- * or `in-line` once the lock is held elsewhere with the gate usable.
+ * Fan-outs with the retry policy's delays in between, after the failed attempt `last` (probes in
+ * between for a fenced lock): the lock, or `in-line` once the lock is held elsewhere with the gate
+ * usable.
  */
 export async function backOff(w: Waiter, last: AttemptReport): Promise<Lock | "in-line"> {
   let report = last;
+  let probes = 0;
   for (;;) {
-    const delay = delayAfter(w, report);
+    // Probes while the patience lasts (fan-outs do not run out while the lock is held), paced as
+    // polls: at most 10 a second, spaced to last within the budget. Then fan-outs as before.
+    let held = heldNodes(w, report);
+    if (held.length > 0) startPatience(w);
+    if (w.now() >= pauseLimit(w)) held = [];
+    const delay = held.length > 0 ? probeGap(w) : delayAfter(w, report);
     // As retries always did: give up at once when the delay would cross the acquire deadline.
     if (w.now() + delay >= w.deadline) timeOut(w);
     await sleepWithin(w, delay);
-    // The gate answered the last fan-out after its vote was decided (see `attempts.fanOut`).
+    // The gate answered the last fan-out after its vote was decided (see `attempts.fanOut`), or
+    // a probe (below).
     if (shouldWaitInLine(w, report)) return "in-line";
+    if (held.length > 0 && (await stillHeld(w, probeTarget(w, held, probes++)))) continue;
     const result = await fanOut(w);
     if (result.lock) return result.lock;
     checkAfterAttempt(w, result.report);
@@ -63,4 +76,73 @@ function delayAfter(w: Waiter, report: AttemptReport): number {
     delay,
     budgetedDelay(o, w.now(), sent, w.takeCost, nodeCount, w.maxAttempts, state.attempts, w.startedAt, w.deadline),
   );
+}
+
+/** Every this many probes, one asks the gate, which is back when it answers (see {@link probeTarget}). */
+const GATE_PROBE_EVERY = 4;
+
+/**
+ * The node a waiter's `turn`-th probe asks: the nodes that said "held" in turn, so that a key left
+ * on one node alone cannot hold the waiter off, and every few turns the gate, to find it back.
+ */
+function probeTarget(w: Waiter, held: readonly number[], turn: number): number {
+  return turn % GATE_PROBE_EVERY === GATE_PROBE_EVERY - 1 ? w.gate : (held[turn % held.length] as number);
+}
+
+/**
+ * The gap before the next probe: a poll's, spaced to last within the budget (see
+ * `pacing.budgetGap`), jittered by ±50 % so that waiters that fell back together do not probe, and
+ * fan out on a free lock, in step.
+ */
+function probeGap(w: Waiter): number {
+  const probesLeft = w.o.requestBudget - w.requestsSent() - w.takeCost - w.engine.nodes.length;
+  const now = w.now();
+  const gap = budgetGap(now - w.startedAt, pauseLimit(w) - now, probesLeft) * (0.5 + Math.random());
+  return Math.max(1000 / MAX_POLLS_PER_SECOND, gap);
+}
+
+/**
+ * The nodes a probe may ask whether the lock is still held (see {@link stillHeld}): those that
+ * said "held" in the last fan-out, the gate aside, for a fenced lock of one key; none when the
+ * budget has no room for a probe and a fan-out after it. A plain lock's fan-out costs half a
+ * fenced one's, and with the gate failing, probes served fewer plain calls than fan-outs spread
+ * over the budget (62 against 79 of 80 on fake time, 8 isolates, seeds 1-10): they found the
+ * lock free together more often than the spread fan-outs met.
+ */
+function heldNodes(w: Waiter, report: AttemptReport): number[] {
+  if (!w.o.fencing || w.request.keys.length !== 1) return [];
+  if (!withinBudget(w.o, w.requestsSent(), 1 + w.takeCost, w.engine.nodes.length)) return [];
+  return report.nodes.flatMap((n, i) => (n.outcome === "held" && i !== w.gate ? [i] : []));
+}
+
+/**
+ * Whether node `index` still holds the lock, asked with one `PTTL`: a waiter whose gate failed then
+ * waits at the cost of one request, not a fan-out of N (2N fenced) that the holder refuses anyway.
+ * False (fan out) when the key is gone or the node did not answer. A gate that answers is back.
+ */
+async function stillHeld(w: Waiter, index: number): Promise<boolean> {
+  const key = w.request.keys[0] as string;
+  const node = w.engine.node(index);
+  w.state.polls++;
+  const fan = w.engine.fan(
+    w.o,
+    "acquire",
+    w.request.resources,
+    {
+      yes: "held",
+      signal: w.signal,
+      meter: w.request.meter,
+      task: async (_, context) => {
+        context.countRequest();
+        const pttl = await node.command(["PTTL", key], context.signal);
+        return pttl === -2 ? "not-held" : "held";
+      },
+    },
+    w.o.requestTimeoutMs,
+    [index],
+  );
+  const [outcome] = await fan.outcomes;
+  const answered = outcome?.outcome === "held" || outcome?.outcome === "not-held";
+  if (index === w.gate && answered) w.state.gateDown = false;
+  return outcome?.outcome === "held";
 }
