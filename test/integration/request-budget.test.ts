@@ -146,11 +146,15 @@ describe("requests of one acquire()", () => {
           1000,
         ),
       ).toBeLessThanOrEqual(10);
-      // More than 6 turns back: the next poll no sooner than half a second later.
+      // More than 6 turns back: the next poll no sooner than half a second later, unless a
+      // release in the process (these clients share it, as callers of one isolate would) told the
+      // waiter it had become first in line meanwhile (see `offers.pauseUntilTurn`): its poll then
+      // takes the gate or finds itself first (rank 0). With 30 ms holds, 7 turns take about 450 ms.
       for (let i = 1; i < mine.length; i++) {
         const previous = mine[i - 1] as Sent;
-        if ((previous.rank ?? 0) > 6) {
-          expect((mine[i] as Sent).at - previous.at).toBeGreaterThanOrEqual(500 - STAMP_SLACK_MS);
+        const next = mine[i] as Sent;
+        if ((previous.rank ?? 0) > 6 && next.rank !== 0) {
+          expect(next.at - previous.at).toBeGreaterThanOrEqual(500 - STAMP_SLACK_MS);
         }
       }
     }
