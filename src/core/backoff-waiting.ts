@@ -39,54 +39,33 @@ export async function acquireWithBackoff(
   signal: AbortSignal | undefined,
   attemptOnce: (attempt: number) => Promise<{ readonly lock?: Lock | undefined; readonly report: AttemptReport }>,
 ): Promise<Lock> {
-  try {
-    return await attemptsWithBackoff(engine, request, maxAttempts, signal, attemptOnce);
-  } finally {
-    endCall(request.meter);
-  }
-}
-
-/** The attempts of {@link acquireWithBackoff}, until the call returns. */
-async function attemptsWithBackoff(
-  engine: Engine,
-  request: AcquireRequest,
-  maxAttempts: number,
-  signal: AbortSignal | undefined,
-  attemptOnce: (attempt: number) => Promise<{ readonly lock?: Lock | undefined; readonly report: AttemptReport }>,
-): Promise<Lock> {
   const o = request.options;
   const reports: AttemptReport[] = [];
+  const sent = () => request.meter?.sent ?? requestsOf(reports);
   const startedAt = o.clock.now();
   const deadline = o.acquireTimeoutMs === undefined ? Number.POSITIVE_INFINITY : startedAt + o.acquireTimeoutMs;
   const nodeCount = engine.nodes.length;
   const cost = attemptCost(request, nodeCount);
-  for (let attempt = 1; ; attempt++) {
-    if (signal?.aborted) throw abortedError(request.resources, reports, signal.reason);
-    const sent = request.meter?.sent ?? requestsOf(reports);
-    checkBudget(request, reports, sent, cost, nodeCount);
-    const result = await attemptOnce(attempt);
-    reports.push(result.report);
-    if (result.lock) return result.lock;
-    stopAfter(request, result.report, reports, signal, attempt >= maxAttempts);
-    const now = o.clock.now();
-    const spread = budgetedDelay(
-      o,
-      now,
-      request.meter?.sent ?? requestsOf(reports),
-      cost,
-      nodeCount,
-      maxAttempts,
-      attempt,
-      startedAt,
-      deadline,
-    );
-    const delay = Math.max(retryDelay(o, attempt, result.report, reports, request.resources), spread);
-    if (now + delay >= deadline) throw acquireTimeout(request, reports);
-    try {
-      await sleep(delay, signal);
-    } catch (reason) {
-      throw abortedError(request.resources, reports, reason);
+  try {
+    for (let attempt = 1; ; attempt++) {
+      if (signal?.aborted) throw abortedError(request.resources, reports, signal.reason);
+      checkBudget(request, reports, sent(), cost, nodeCount);
+      const result = await attemptOnce(attempt);
+      reports.push(result.report);
+      if (result.lock) return result.lock;
+      stopAfter(request, result.report, reports, signal, attempt >= maxAttempts);
+      const now = o.clock.now();
+      const spread = budgetedDelay(o, now, sent(), cost, nodeCount, maxAttempts, attempt, startedAt, deadline);
+      const delay = Math.max(retryDelay(o, attempt, result.report, reports, request.resources), spread);
+      if (now + delay >= deadline) throw acquireTimeout(request, reports);
+      try {
+        await sleep(delay, signal);
+      } catch (reason) {
+        throw abortedError(request.resources, reports, reason);
+      }
     }
+  } finally {
+    endCall(request.meter);
   }
 }
 

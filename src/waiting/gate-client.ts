@@ -108,9 +108,9 @@ export function setTicket(w: Waiter, ticket: number): void {
  * background: nobody waits for it.
  */
 export function leave(w: Waiter): void {
+  if (!w.owesLeave) return;
   const s = w.state;
   const placeholder = s.placeholderToken;
-  if ((!s.inLine && placeholder === undefined) || s.gateDown) return;
   s.inLine = false;
   s.placeholderToken = undefined;
   const node = w.engine.node(w.gate);

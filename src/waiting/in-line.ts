@@ -23,6 +23,7 @@ import {
   noRoomLeft,
   noteProgress,
   pauseLimit,
+  pollsLeft,
   roomForAim,
   roomForPoll,
   startPatience,
@@ -244,10 +245,10 @@ function leaveIfAborted(w: Waiter, token: string): void {
  * `pacing.unspacedAtFront`).
  */
 function budgetGapFor(w: Waiter, frontPolls: number): number {
-  const pollsLeft = w.o.requestBudget - w.requestsSent() - w.takeCost - w.engine.nodes.length;
-  if (unspacedAtFront(w.state.rank, frontPolls, pollsLeft)) return 0;
+  const left = pollsLeft(w);
+  if (unspacedAtFront(w.state.rank, frontPolls, left)) return 0;
   const now = w.now();
-  return budgetGap(now - w.startedAt, pauseLimit(w) - now, pollsLeft);
+  return budgetGap(now - w.startedAt, pauseLimit(w) - now, left);
 }
 
 /**

@@ -117,6 +117,14 @@ export function roomForPoll(w: Waiter): boolean {
 }
 
 /**
+ * The polls (or probes) the request budget still allows, with the fan-out of a take and the
+ * lock's release kept in reserve: what `pacing.budgetGap` spaces over the rest of the wait.
+ */
+export function pollsLeft(w: Waiter): number {
+  return w.o.requestBudget - w.requestsSent() - w.takeCost - w.engine.nodes.length;
+}
+
+/**
  * Whether the request budget has room for a take aimed at a release (a fan-out) and, should it
  * land early, a poll and the take after it, the lock's release kept. Without it the waiter polls
  * instead: a poll costs one request where an aimed take costs one per node, and a take that came

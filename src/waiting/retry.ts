@@ -9,9 +9,16 @@
 import type { AttemptReport } from "../base/report.js";
 import { budgetedDelay, retryDelay } from "../core/backoff-waiting.js";
 import type { Lock } from "../core/lock.js";
-import { withinBudget } from "../core/options.js";
 import { fanOut } from "./attempts.js";
-import { checkAfterAttempt, pauseLimit, sleepWithin, startPatience, timeOut } from "./limits.js";
+import {
+  checkAfterAttempt,
+  pauseLimit,
+  pollsLeft,
+  roomForPoll,
+  sleepWithin,
+  startPatience,
+  timeOut,
+} from "./limits.js";
 import { budgetGap, MAX_POLLS_PER_SECOND } from "./pacing.js";
 import type { Waiter } from "./state.js";
 
@@ -95,9 +102,8 @@ function probeTarget(w: Waiter, held: readonly number[], turn: number): number {
  * fan out on a free lock, in step.
  */
 function probeGap(w: Waiter): number {
-  const probesLeft = w.o.requestBudget - w.requestsSent() - w.takeCost - w.engine.nodes.length;
   const now = w.now();
-  const gap = budgetGap(now - w.startedAt, pauseLimit(w) - now, probesLeft) * (0.5 + Math.random());
+  const gap = budgetGap(now - w.startedAt, pauseLimit(w) - now, pollsLeft(w)) * (0.5 + Math.random());
   return Math.max(1000 / MAX_POLLS_PER_SECOND, gap);
 }
 
@@ -111,7 +117,7 @@ function probeGap(w: Waiter): number {
  */
 function heldNodes(w: Waiter, report: AttemptReport): number[] {
   if (!w.o.fencing || w.request.keys.length !== 1) return [];
-  if (!withinBudget(w.o, w.requestsSent(), 1 + w.takeCost, w.engine.nodes.length)) return [];
+  if (!roomForPoll(w)) return [];
   return report.nodes.flatMap((n, i) => (n.outcome === "held" && i !== w.gate ? [i] : []));
 }
 

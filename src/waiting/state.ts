@@ -168,14 +168,21 @@ export class Waiter {
   }
 
   /**
-   * Requests this call has sent so far (see `RequestMeter`), and the one it owes while it stands
-   * in the gate's line or keeps a placeholder there: leaving (see `gate-client.leave`) is sent
-   * before the call returns, when it was granted otherwise than by the gate's take.
+   * Whether leaving the gate's line would send a request (see `gate-client.leave`): while the
+   * waiter stands in the line or keeps a placeholder there, and the gate answers.
+   */
+  get owesLeave(): boolean {
+    const s = this.state;
+    return (s.inLine || s.placeholderToken !== undefined) && !s.gateDown;
+  }
+
+  /**
+   * Requests this call has sent so far (see `RequestMeter`), and the leave it owes (see
+   * {@link owesLeave}): sent before the call returns, when it was granted otherwise than by the
+   * gate's take.
    */
   requestsSent(): number {
-    const s = this.state;
-    const owesLeave = (s.inLine || s.placeholderToken !== undefined) && !s.gateDown ? 1 : 0;
-    return (this.request.meter?.sent ?? requestsOf(this.reports)) + owesLeave;
+    return (this.request.meter?.sent ?? requestsOf(this.reports)) + (this.owesLeave ? 1 : 0);
   }
 
   now(): number {

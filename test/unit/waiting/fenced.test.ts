@@ -196,59 +196,14 @@ describe("fenced acquisitions wait in line", () => {
     for (const gap of gaps) expect(gap).toBeLessThanOrEqual(4.5 * roundTrip);
   });
 
-  // Waiting by backoff when the gate fails (see the module's note on fenced calls). The library's
-  // draws are seeded: over seeds 1-10, all 8 were served at 9 seeds with the spread, at 4 without
-  // it (this seed is one of the 6 that failed without).
-  it("plain, 8 isolates while the gate node fails every request: all granted within the budget", async () => {
-    const fenced = false;
-    const draws = vi.spyOn(Math, "random").mockImplementation(seededRandom(2));
-    onTestFinished(() => draws.mockRestore());
-    const nodes = fakeNodes(5);
-    const sent = new Array<number>(ISOLATES).fill(0);
-    const isolate = (k: number): RedisNode[] =>
-      isolateView(
-        nodes,
-        () => ONE_WAY_MS,
-        () => {
-          sent[k] = (sent[k] ?? 0) + 1;
-        },
-      );
-    const clients = Array.from(
-      { length: ISOLATES },
-      (_, k) => new Redlock({ nodes: isolate(k), clock: fakeClock, ...(fenced ? { fencing } : {}), keyPrefix: "f:" }),
-    );
-    if (fenced) await run(initializeFencing(clients[0] as Redlock));
-    // The gate of "r" fails from now on: every waiter falls back to fan-outs with backoff.
-    const gate = gateIndex(["f:r"], 5);
-    (nodes[gate] as (typeof nodes)[number]).behaviour = { kind: "error" };
-    sent.fill(0);
-    const perCall: number[] = [];
-    let holders = 0;
-    let most = 0;
-    const results = await run(
-      Promise.allSettled(
-        clients.map(async (redlock, k) => {
-          const lock = await redlock.acquire("r", TTL_MS);
-          const untilReturned = sent[k] as number;
-          most = Math.max(most, ++holders);
-          await new Promise((r) => setTimeout(r, CRITICAL_MS));
-          holders--;
-          // What the budget counts: the call's requests until it returned, and its release's.
-          perCall.push(untilReturned + (await lock.release()).report.requests);
-        }),
-      ),
-    );
-    expect(results.flatMap((r) => (r.status === "rejected" ? [String(r.reason)] : []))).toEqual([]);
-    expect(most).toBe(1);
-    console.log(`gate down: requests per call with its release and the cleanups it left behind: ${perCall.join(", ")}`);
-  });
-
-  // Fenced, the same case: a fan-out costs 2N, and fan-outs spread over the budget served about
-  // 3 of 8 calls a seed (30 of 80 over seeds 1-10, gate erroring; 40 hanging). A waiter now asks
-  // one node that said "held" with one PTTL until the lock is free, and fans out then: 59 and 75
-  // of 80. This seed served 7 (3 before).
-  it("fenced, 8 isolates while the gate node fails every request: most granted within the budget, waiting by one-request probes", async () => {
-    const draws = vi.spyOn(Math, "random").mockImplementation(seededRandom(3));
+  /**
+   * ISOLATES isolates call `acquire("r")` at once, hold CRITICAL_MS and release, while the gate
+   * node of "r" fails every request (`seed`: the library's draws). Per call what the budget counts
+   * (its requests until it returned, and its release's), the most holders at once, the outcomes,
+   * and when each isolate sent a `PTTL` probe.
+   */
+  async function gateDown(fenced: boolean, seed: number) {
+    const draws = vi.spyOn(Math, "random").mockImplementation(seededRandom(seed));
     onTestFinished(() => draws.mockRestore());
     const nodes = fakeNodes(5);
     const sent = new Array<number>(ISOLATES).fill(0);
@@ -264,9 +219,9 @@ describe("fenced acquisitions wait in line", () => {
       );
     const clients = Array.from(
       { length: ISOLATES },
-      (_, k) => new Redlock({ nodes: isolate(k), clock: fakeClock, fencing, keyPrefix: "f:" }),
+      (_, k) => new Redlock({ nodes: isolate(k), clock: fakeClock, ...(fenced ? { fencing } : {}), keyPrefix: "f:" }),
     );
-    await run(initializeFencing(clients[0] as Redlock));
+    if (fenced) await run(initializeFencing(clients[0] as Redlock));
     const gate = gateIndex(["f:r"], 5);
     (nodes[gate] as (typeof nodes)[number]).behaviour = { kind: "error" };
     sent.fill(0);
@@ -288,6 +243,27 @@ describe("fenced acquisitions wait in line", () => {
         }),
       ),
     );
+    return { results, most, perCall, probes };
+  }
+
+  // Waiting by backoff when the gate fails (see the module's note on fenced calls). The library's
+  // draws are seeded: over seeds 1-10, all 8 were served at 9 seeds with the spread, at 4 without
+  // it (this seed is one of the 6 that failed without).
+  it("plain, 8 isolates while the gate node fails every request: all granted within the budget", async () => {
+    const { results, most, perCall, probes } = await gateDown(false, 2);
+    expect(results.flatMap((r) => (r.status === "rejected" ? [String(r.reason)] : []))).toEqual([]);
+    expect(most).toBe(1);
+    expect(Math.max(...perCall)).toBeLessThanOrEqual(40);
+    // A plain waiter fans out (see `retry.heldNodes`).
+    expect(probes.flat()).toEqual([]);
+  });
+
+  // Fenced, the same case: a fan-out costs 2N, and fan-outs spread over the budget served about
+  // 3 of 8 calls a seed (30 of 80 over seeds 1-10, gate erroring; 40 hanging). A waiter now asks
+  // one node that said "held" with one PTTL until the lock is free, and fans out then: 59 and 75
+  // of 80. This seed served 7 (3 before).
+  it("fenced, 8 isolates while the gate node fails every request: most granted within the budget, waiting by one-request probes", async () => {
+    const { results, most, perCall, probes } = await gateDown(true, 3);
     expect(results.filter((r) => r.status === "fulfilled").length).toBeGreaterThanOrEqual(7);
     expect(most).toBe(1);
     expect(Math.max(...perCall)).toBeLessThanOrEqual(40);
@@ -299,51 +275,79 @@ describe("fenced acquisitions wait in line", () => {
     }
   });
 
-  it("two clusters with the same node ids, resource names with separators, every release twice: each grant backed by its own cluster", async () => {
-    // One isolate, two clusters whose nodes carry the same ids (n0..n4); on each, 4 fenced callers
-    // of "a\nb" and 4 of the set ["a", "b"] (a different lock: its keys are "f:a" and "f:b").
-    const clusters = [fakeNodes(5), fakeNodes(5)];
-    const views = clusters.map((nodes) => isolateView(nodes, () => ONE_WAY_MS));
-    const clients = views.map((nodes) => new Redlock({ nodes, clock: fakeClock, fencing, keyPrefix: "f:" }));
-    for (const client of clients) await run(initializeFencing(client));
-    const grants = new Map<string, Grant[]>();
-    let unbacked = 0;
-    let crossed = 0;
-    let releasedTwice = 0;
-    const caller = async (c: number, resources: string | string[], k: number) => {
-      const redlock = clients[c] as Redlock;
-      const nodes = clusters[c] as ReturnType<typeof fakeNodes>;
-      const { lock, grant, released } = await holdOnce(
-        k,
-        async () => {
-          const lock = await redlock.acquire(resources, TTL_MS);
-          // The nodes' own keys: a quorum of this cluster holds every key of the grant's token.
-          const backed = nodes.filter((n) => lock.keys.every((key) => n.get(key) === lock.token)).length;
-          if (backed < 3) unbacked++;
-          // And no node of the other cluster holds it.
-          const other = clusters[1 - c] as ReturnType<typeof fakeNodes>;
-          if (other.some((n) => lock.keys.some((key) => n.get(key) === lock.token))) crossed++;
-          return lock;
-        },
-        CRITICAL_MS,
-        // Validity is checked by the 8-isolate test; here its bound holds trivially.
-        (_, grantedAt) => grantedAt,
+  it.each([
+    ["both gates answering", false],
+    ['the gate of "a\\nb" failing on the first cluster (its callers wait by probes)', true],
+  ])(
+    "two clusters with the same node ids, resource names with separators, every release twice, %s: each grant backed by its own cluster",
+    async (_, gateFails) => {
+      // One isolate, two clusters whose nodes carry the same ids (n0..n4); on each, 4 fenced callers
+      // of "a\nb" and 4 of the set ["a", "b"] (a different lock: its keys are "f:a" and "f:b").
+      const clusters = [fakeNodes(5), fakeNodes(5)];
+      // Each cluster's probes, by the key they asked about.
+      const probed = clusters.map(() => [] as string[]);
+      const views = clusters.map((nodes, c) =>
+        isolateView(
+          nodes,
+          () => ONE_WAY_MS,
+          (args) => {
+            if (args[0] === "PTTL") probed[c]?.push(String(args[1]));
+          },
+        ),
       );
-      // Released a second time, later: the first release's result again, no request sent.
-      await new Promise((r) => setTimeout(r, CRITICAL_MS));
-      if ((await lock.release()) === released) releasedTwice++;
-      const name = `${c} ${JSON.stringify(resources)}`;
-      grants.set(name, [...(grants.get(name) ?? []), grant]);
-    };
-    await run(
-      Promise.all([0, 1].flatMap((c) => [0, 1, 2, 3].flatMap((k) => [caller(c, "a\nb", k), caller(c, ["a", "b"], k)]))),
-    );
-    await run(Promise.all(clients.map((client) => client.settled())));
-    expect(unbacked).toBe(0);
-    expect(crossed).toBe(0);
-    expect(releasedTwice).toBe(16);
-    expect([...grants.values()].map((g) => g.length)).toEqual([4, 4, 4, 4]);
-    // Per cluster and lock: one holder at a time, fences in grant order.
-    for (const g of grants.values()) expect(violations(g)).toEqual([]);
-  });
+      const clients = views.map((nodes) => new Redlock({ nodes, clock: fakeClock, fencing, keyPrefix: "f:" }));
+      for (const client of clients) await run(initializeFencing(client));
+      if (gateFails) {
+        const first = clusters[0] as ReturnType<typeof fakeNodes>;
+        (first[gateIndex(["f:a\nb"], 5)] as (typeof first)[number]).behaviour = { kind: "error" };
+      }
+      const grants = new Map<string, Grant[]>();
+      let unbacked = 0;
+      let crossed = 0;
+      let releasedTwice = 0;
+      const caller = async (c: number, resources: string | string[], k: number) => {
+        const redlock = clients[c] as Redlock;
+        const nodes = clusters[c] as ReturnType<typeof fakeNodes>;
+        const { lock, grant, released } = await holdOnce(
+          k,
+          async () => {
+            const lock = await redlock.acquire(resources, TTL_MS);
+            // The nodes' own keys: a quorum of this cluster holds every key of the grant's token.
+            const backed = nodes.filter((n) => lock.keys.every((key) => n.get(key) === lock.token)).length;
+            if (backed < 3) unbacked++;
+            // And no node of the other cluster holds it.
+            const other = clusters[1 - c] as ReturnType<typeof fakeNodes>;
+            if (other.some((n) => lock.keys.some((key) => n.get(key) === lock.token))) crossed++;
+            return lock;
+          },
+          CRITICAL_MS,
+          // Validity is checked by the 8-isolate test; here its bound holds trivially.
+          (_, grantedAt) => grantedAt,
+        );
+        // Released a second time, later: the first release's result again, no request sent.
+        await new Promise((r) => setTimeout(r, CRITICAL_MS));
+        if ((await lock.release()) === released) releasedTwice++;
+        const name = `${c} ${JSON.stringify(resources)}`;
+        grants.set(name, [...(grants.get(name) ?? []), grant]);
+      };
+      await run(
+        Promise.all(
+          [0, 1].flatMap((c) => [0, 1, 2, 3].flatMap((k) => [caller(c, "a\nb", k), caller(c, ["a", "b"], k)])),
+        ),
+      );
+      await run(Promise.all(clients.map((client) => client.settled())));
+      expect(unbacked).toBe(0);
+      expect(crossed).toBe(0);
+      expect(releasedTwice).toBe(16);
+      expect([...grants.values()].map((g) => g.length)).toEqual([4, 4, 4, 4]);
+      // Per cluster and lock: one holder at a time, fences in grant order.
+      for (const g of grants.values()) expect(violations(g)).toEqual([]);
+      // Probes only where the gate failed, each of the one key "f:a\nb", separator and all.
+      expect(probed[1]).toEqual([]);
+      if (gateFails) {
+        expect(probed[0]?.length).toBeGreaterThan(0);
+        expect(new Set(probed[0])).toEqual(new Set(["f:a\nb"]));
+      } else expect(probed[0]).toEqual([]);
+    },
+  );
 });
