@@ -168,5 +168,7 @@ export function growPlaceholder(w: Waiter, report: AttemptReport, token: string)
     s.placeholderUntil = w.now() + currentPlaceholderMs(w);
     s.outOfStep++;
     s.placeholderToken = token;
+    const held = report.nodes.findIndex((n, i) => n.outcome === "held" && i !== w.gate);
+    if (held >= 0) s.heldElsewhere = held;
   }
 }

@@ -48,6 +48,7 @@ import {
   takeDelays,
   unspacedAtFront,
 } from "./pacing.js";
+import { keptOutOfStep } from "./probes.js";
 import type { Waiter } from "./state.js";
 
 /**
@@ -151,6 +152,12 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
       continue;
     }
     if (answer.taken) {
+      // A gate out of step: while the holder that won without it still has the others, our key
+      // stays there as a placeholder at the cost of two requests, not a fan-out.
+      if (await keptOutOfStep(w, token)) {
+        nextPollMs = pollInterval(answer.holdMs, s.rttMs);
+        continue;
+      }
       // The poll set the keys on the gate: the other nodes follow, and validity counts from
       // the poll's send.
       const result = await fanOut(w, {

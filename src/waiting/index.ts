@@ -23,8 +23,9 @@
  *
  * Where to read on: `phases.ts` (the waiter's phases and transitions), `waiter.ts` (the driver),
  * `in-line.ts` (polling and taking turns), `offers.ts` (hand-overs), `gate-client.ts` (requests to
- * the gate), `retry.ts` (backoff), `limits.ts` (giving up), `pacing.ts` (the timing arithmetic,
- * pure), `state.ts` (what a waiter remembers).
+ * the gate), `probes.ts` (one-request questions to the other nodes), `retry.ts` (backoff),
+ * `limits.ts` (giving up), `pacing.ts` (the timing arithmetic, pure), `state.ts` (what a waiter
+ * remembers).
  * @module
  */
 import type { WaitingStrategy } from "../core/waiting.js";

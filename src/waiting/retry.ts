@@ -20,6 +20,7 @@ import {
   timeOut,
 } from "./limits.js";
 import { budgetGap, MAX_POLLS_PER_SECOND } from "./pacing.js";
+import { stillHeld } from "./probes.js";
 import type { Waiter } from "./state.js";
 
 /** Another holder answered somewhere: waiting in line beats another fan-out. */
@@ -119,36 +120,4 @@ function heldNodes(w: Waiter, report: AttemptReport): number[] {
   if (!w.o.fencing || w.request.keys.length !== 1) return [];
   if (!roomForPoll(w)) return [];
   return report.nodes.flatMap((n, i) => (n.outcome === "held" && i !== w.gate ? [i] : []));
-}
-
-/**
- * Whether node `index` still holds the lock, asked with one `PTTL`: a waiter whose gate failed then
- * waits at the cost of one request, not a fan-out of N (2N fenced) that the holder refuses anyway.
- * False (fan out) when the key is gone or the node did not answer. A gate that answers is back.
- */
-async function stillHeld(w: Waiter, index: number): Promise<boolean> {
-  const key = w.request.keys[0] as string;
-  const node = w.engine.node(index);
-  w.state.polls++;
-  const fan = w.engine.fan(
-    w.o,
-    "acquire",
-    w.request.resources,
-    {
-      yes: "held",
-      signal: w.signal,
-      meter: w.request.meter,
-      task: async (_, context) => {
-        context.countRequest();
-        const pttl = await node.command(["PTTL", key], context.signal);
-        return pttl === -2 ? "not-held" : "held";
-      },
-    },
-    w.o.requestTimeoutMs,
-    [index],
-  );
-  const [outcome] = await fan.outcomes;
-  const answered = outcome?.outcome === "held" || outcome?.outcome === "not-held";
-  if (index === w.gate && answered) w.state.gateDown = false;
-  return outcome?.outcome === "held";
 }

@@ -61,6 +61,8 @@ export interface WaiterState {
   unreleasedTakes: number;
   /** Times a take of ours found the others holding another token. */
   outOfStep: number;
+  /** A node other than the gate that said "held" when a take of ours last found the gate out of step. */
+  heldElsewhere: number | undefined;
 }
 
 /** Numbers this process's acquisitions and racing fan-outs: their entries among a client's busy keys. */
@@ -134,6 +136,7 @@ export class Waiter {
       placeholderToken: undefined,
       unreleasedTakes: 0,
       outOfStep: 0,
+      heldElsewhere: undefined,
     };
   }
 

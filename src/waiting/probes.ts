@@ -1,0 +1,82 @@
+/**
+ * One-request questions to a node other than the gate's poll: whether the lock is still held there
+ * (`PTTL`), asked instead of a fan-out of N that the holder would refuse anyway, and keeping a
+ * take's key on the gate as a placeholder while it is.
+ * @module
+ */
+import { extendOnNode } from "../core/node-operations.js";
+import { withinBudget } from "../core/options.js";
+import { currentPlaceholderMs } from "./gate-client.js";
+import type { Waiter } from "./state.js";
+
+/**
+ * Whether node `index` still holds the lock, asked with one `PTTL`: a waiter whose gate failed then
+ * waits at the cost of one request, not a fan-out of N (2N fenced) that the holder refuses anyway.
+ * False (fan out) when the key is gone or the node did not answer. A gate that answers is back.
+ */
+export async function stillHeld(w: Waiter, index: number): Promise<boolean> {
+  const key = w.request.keys[0] as string;
+  const node = w.engine.node(index);
+  w.state.polls++;
+  const fan = w.engine.fan(
+    w.o,
+    "acquire",
+    w.request.resources,
+    {
+      yes: "held",
+      signal: w.signal,
+      meter: w.request.meter,
+      task: async (_, context) => {
+        context.countRequest();
+        const pttl = await node.command(["PTTL", key], context.signal);
+        return pttl === -2 ? "not-held" : "held";
+      },
+    },
+    w.o.requestTimeoutMs,
+    [index],
+  );
+  const [outcome] = await fan.outcomes;
+  const answered = outcome?.outcome === "held" || outcome?.outcome === "not-held";
+  if (index === w.gate && answered) w.state.gateDown = false;
+  return outcome?.outcome === "held";
+}
+
+/**
+ * A poll just took the gate with `token`, but the gate had been free with no release through it
+ * since the take before (`unreleasedTakes`): a placeholder ran out, or a lock expired. Most likely
+ * the holder that won the other nodes without the gate still has them. Ask one of them with one
+ * `PTTL` (the one that said "held" to our last take at a gate out of step, else the gate's
+ * neighbour) before fanning out to all; while it still holds the key, keep our key on the gate as
+ * a placeholder (one request), as a failed take would (see `gate-client.growPlaceholder`). Such a
+ * take costs 3 requests with its poll instead of N + 1: behind a hold of seconds won without the
+ * gate, the line takes the gate again every time a placeholder runs out. True when the
+ * placeholder is kept; false to fan out as usual (the key is free there, a request failed, or the
+ * budget has no room for both requests).
+ */
+export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> {
+  const s = w.state;
+  const nodes = w.engine.nodes.length;
+  if (s.unreleasedTakes === 0 || !withinBudget(w.o, w.requestsSent(), 2, nodes)) return false;
+  if (!(await stillHeld(w, s.heldElsewhere ?? (w.gate + 1) % nodes))) return false;
+  const ms = currentPlaceholderMs(w);
+  const gate = w.engine.node(w.gate);
+  const fan = w.engine.fan(
+    w.o,
+    "acquire",
+    w.request.resources,
+    {
+      yes: "extended",
+      signal: w.signal,
+      meter: w.request.meter,
+      task: (_, context) => extendOnNode(gate, w.request.keys, token, ms, context),
+    },
+    w.o.requestTimeoutMs,
+    [w.gate],
+  );
+  const [outcome] = await fan.outcomes;
+  if (outcome?.outcome !== "extended") return false;
+  s.placeholderUntil = w.now() + ms;
+  s.outOfStep++;
+  s.placeholderToken = token;
+  return true;
+}
