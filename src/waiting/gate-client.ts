@@ -8,7 +8,7 @@ import type { AttemptReport, NodeOutcome } from "../base/report.js";
 import { checkBudget } from "../core/backoff-waiting.js";
 import { callHook } from "../core/engine.js";
 import type { TaskContext } from "../core/fanout.js";
-import { abortedError } from "../core/operations/acquire.js";
+import { type AttemptResult, abortedError, finalOutcomes } from "../core/operations/acquire.js";
 import { refusalReason } from "../core/quorum.js";
 import { type GateAnswer, type GateMode, pollGate } from "./gate.js";
 import { averageRtt, MAX_POLLS_PER_SECOND, placeholderMs } from "./pacing.js";
@@ -159,16 +159,23 @@ export function currentPlaceholderMs(w: Waiter): number {
  * gate still saw the previous holder (its release reached the nodes in a different order). Our
  * key stays on the gate as a placeholder, longer each time, so that a gate out of step costs
  * fan-outs at a shrinking rate while the waiters poll one node; we poll again when it runs out
- * (before, a poll would only find our own placeholder).
+ * (before, a poll would only find our own placeholder). Judged by every node's answer, as the
+ * attempt's cleanup judges whether to keep the key (see `cleanUpAcquisition`): the vote is often
+ * decided before the last "held" comes in, and with a node down, "held" on two of five and one
+ * answer pending read as an outage, the key was released, and the line took the gate again at
+ * once, a fan-out each time.
  */
-export function growPlaceholder(w: Waiter, report: AttemptReport, token: string): void {
-  const outcomes = report.nodes.map((n) => n.outcome);
-  if (refusalReason(outcomes, w.o.quorum) === "held") {
+export async function growPlaceholder(w: Waiter, result: AttemptResult, token: string): Promise<void> {
+  const nodes = await finalOutcomes(result, w.o.quorum);
+  if (
+    refusalReason(
+      nodes.map((n) => n.outcome),
+      w.o.quorum,
+    ) === "held"
+  ) {
     const s = w.state;
     s.placeholderUntil = w.now() + currentPlaceholderMs(w);
     s.outOfStep++;
     s.placeholderToken = token;
-    const held = report.nodes.findIndex((n, i) => n.outcome === "held" && i !== w.gate);
-    if (held >= 0) s.heldElsewhere = held;
   }
 }

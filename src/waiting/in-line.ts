@@ -174,7 +174,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
       });
       if (result.lock) return result.lock;
       checkAfterAttempt(w, result.report);
-      growPlaceholder(w, result.report, token);
+      await growPlaceholder(w, result, token);
       nextPollMs = pollInterval(answer.holdMs, s.rttMs);
       continue;
     }
@@ -368,7 +368,7 @@ async function speculativeTake(w: Waiter, delays?: number[]): Promise<Lock | Gat
   checkAfterAttempt(w, result.report);
   if (answer === undefined) return undefined;
   noteProgress(w, answer);
-  if (answer.taken) growPlaceholder(w, result.report, token);
+  if (answer.taken) await growPlaceholder(w, result, token);
   else if (releaseImminent(answer, s.rttMs)) return answer;
   return undefined;
 }

@@ -177,7 +177,7 @@ export async function takeOver(w: Waiter, handedOver: HandedOver): Promise<Lock 
     // The gate handed its keys over to us, and took us out of its line, as a take does.
     w.state.inLine = false;
     w.state.unreleasedTakes = 0;
-    growPlaceholder(w, result.report, handedOver.token);
+    await growPlaceholder(w, result, handedOver.token);
   }
   return undefined;
 }

@@ -4,6 +4,7 @@
  * take's key on the gate as a placeholder while it is.
  * @module
  */
+import type { AttemptReport } from "../base/report.js";
 import { extendOnNode } from "../core/node-operations.js";
 import { withinBudget } from "../core/options.js";
 import { currentPlaceholderMs } from "./gate-client.js";
@@ -45,19 +46,18 @@ export async function stillHeld(w: Waiter, index: number): Promise<boolean> {
  * A poll just took the gate with `token`, but the gate had been free with no release through it
  * since the take before (`unreleasedTakes`): a placeholder ran out, or a lock expired. Most likely
  * the holder that won the other nodes without the gate still has them. Ask one of them with one
- * `PTTL` (the one that said "held" to our last take at a gate out of step, else the gate's
- * neighbour) before fanning out to all; while it still holds the key, keep our key on the gate as
- * a placeholder (one request), as a failed take would (see `gate-client.growPlaceholder`). Such a
- * take costs 3 requests with its poll instead of N + 1: behind a hold of seconds won without the
- * gate, the line takes the gate again every time a placeholder runs out. True when the
- * placeholder is kept; false to fan out as usual (the key is free there, a request failed, or the
- * budget has no room for both requests).
+ * `PTTL` (see {@link heldElsewhere}) before fanning out to all; while it still holds the key, keep
+ * our key on the gate as a placeholder (one request), as a failed take would (see
+ * `gate-client.growPlaceholder`). Such a take costs 3 requests with its poll instead of N + 1:
+ * behind a hold of seconds won without the gate, the line takes the gate again every time a
+ * placeholder runs out. True when the placeholder is kept; false to fan out as usual (the key is
+ * free there, a request failed, or the budget has no room for both requests).
  */
 export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> {
   const s = w.state;
   const nodes = w.engine.nodes.length;
   if (s.unreleasedTakes === 0 || !withinBudget(w.o, w.requestsSent(), 2, nodes)) return false;
-  if (!(await stillHeld(w, s.heldElsewhere ?? (w.gate + 1) % nodes))) return false;
+  if (!(await stillHeld(w, heldElsewhere(w) ?? (w.gate + 1) % nodes))) return false;
   const ms = currentPlaceholderMs(w);
   const gate = w.engine.node(w.gate);
   const fan = w.engine.fan(
@@ -79,4 +79,17 @@ export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> 
   s.outOfStep++;
   s.placeholderToken = token;
   return true;
+}
+
+/**
+ * The node other than the gate that said "held" in our latest attempt where one did, else none
+ * (the gate's neighbour is asked then): a node that answered, and held the key, most likely
+ * still does, where the neighbour may be down.
+ */
+function heldElsewhere(w: Waiter): number | undefined {
+  for (let r = w.reports.length - 1; r >= 0; r--) {
+    const held = (w.reports[r] as AttemptReport).nodes.findIndex((n, i) => n.outcome === "held" && i !== w.gate);
+    if (held >= 0) return held;
+  }
+  return undefined;
 }

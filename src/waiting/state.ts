@@ -61,8 +61,6 @@ export interface WaiterState {
   unreleasedTakes: number;
   /** Times a take of ours found the others holding another token. */
   outOfStep: number;
-  /** A node other than the gate that said "held" when a take of ours last found the gate out of step. */
-  heldElsewhere: number | undefined;
 }
 
 /** Numbers this process's acquisitions and racing fan-outs: their entries among a client's busy keys. */
@@ -136,7 +134,6 @@ export class Waiter {
       placeholderToken: undefined,
       unreleasedTakes: 0,
       outOfStep: 0,
-      heldElsewhere: undefined,
     };
   }
 

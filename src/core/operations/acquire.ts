@@ -7,7 +7,7 @@ import {
   type RedlockError,
   ValidityExhaustedError,
 } from "../../base/errors.js";
-import type { AttemptReport, NodeOutcomeKind } from "../../base/report.js";
+import type { AttemptReport, NodeOutcome, NodeOutcomeKind } from "../../base/report.js";
 import { sleep } from "../../base/signals.js";
 import type { RedisReply } from "../../transport/rest.js";
 import type { Engine, Vote } from "../engine.js";
@@ -212,21 +212,26 @@ function attempted(
     });
     return { lock, report, fan };
   }
-  const gateOutOfStep =
-    gate !== undefined &&
-    refusalReason(
-      report.nodes.map((n) => n.outcome),
-      options.quorum,
-    ) === "held";
+  // Behind the gate, the cleanup keeps our key there as a placeholder when every node's answer
+  // says the others hold another token (see `cleanUpAcquisition`).
   cleanUpAcquisition(
     engine,
     request,
     token,
     fan,
     undefined,
-    gateOutOfStep ? { index: gate.index, holdMs: gate.placeholderMs() } : undefined,
+    gate === undefined ? undefined : { index: gate.index, holdMs: gate.placeholderMs() },
   );
   return { report, token, fan };
+}
+
+/**
+ * The answers that say why an attempt was refused: its report's, or, when that reason depends on
+ * the nodes still answering (see `quorum.reasonPending`), its fan-out's once all are in.
+ */
+export async function finalOutcomes(result: AttemptResult, quorum: number): Promise<readonly NodeOutcome[]> {
+  const nodes = result.report.nodes;
+  return result.fan !== undefined && reasonAwaited(result.report, quorum) ? await result.fan.outcomes : nodes;
 }
 
 /** Node `index`'s part in an attempt behind the gate. */

@@ -24,7 +24,7 @@ import { callHook, type Engine } from "../engine.js";
 import { type AcquireFan, fanOut, type TaskContext } from "../fanout.js";
 import { extendOnNode, releaseOnNode } from "../node-operations.js";
 import type { AcquireRequest } from "../options.js";
-import { isFailure } from "../quorum.js";
+import { isFailure, refusalReason } from "../quorum.js";
 
 /**
  * The compare-and-`DEL` of one node: the plain lock's by default; a primitive that keeps other
@@ -76,20 +76,28 @@ export function cleanUpAcquisition(
     if (meter !== undefined && owes[index] === true) meter.sent--;
     owes[index] = false;
   };
-  const work = fan.outcomes.then((outcomes) =>
-    Promise.all(
+  const work = fan.outcomes.then((outcomes) => {
+    // A placeholder only where every answer says the others hold another token.
+    const keep =
+      refusalReason(
+        outcomes.map((o) => o.outcome),
+        options.quorum,
+      ) === "held"
+        ? placeholder
+        : undefined;
+    return Promise.all(
       outcomes.map(async (outcome, index) => {
         const fateUnknown = mayHaveApplied(outcome);
         // Nothing to undo: a definite "held" or refusal wrote nothing, and a definite "acquired"
         // was already released if the lock's release reached it after the SET's answer.
         if (!needsUndo(outcome, index)) return paid(index);
         await fan.finished[index];
-        if (placeholder?.index === index && outcome.outcome === "acquired") {
+        if (keep?.index === index && outcome.outcome === "acquired") {
           // The gate said yes but the other nodes hold someone else's lock: the gate lost track
           // (a restart, a fresh client's keys). Keep our key there a while instead, so waiters
           // see the lock as held and keep polling with one request, rather than each taking the
           // gate in turn and fanning out to every node.
-          const kept = await extendOne(engine, request, token, index, placeholder.holdMs, timeoutMs);
+          const kept = await extendOne(engine, request, token, index, keep.holdMs, timeoutMs);
           paid(index);
           if (kept.outcome === "extended") return;
         }
@@ -98,8 +106,8 @@ export function cleanUpAcquisition(
         if (!fateUnknown && !mayHaveApplied(first)) return;
         await sweep(engine, request, token, index, timeoutMs, fan.startedAt, first, release);
       }),
-    ),
-  );
+    );
+  });
   // The sweep ends a TTL after the attempt started; its last release may take timeoutMs more.
   engine.background.track(work, ttlMs + 2 * timeoutMs);
 }
