@@ -28,8 +28,13 @@ interface Sent {
   rank?: number;
 }
 
-/** A client of its own isolate whose every request is recorded. */
-function countingClient(options: RedlockOptions = {}): { redlock: Redlock; sent: Sent[] } {
+/**
+ * A client of its own isolate whose every request is recorded. The state an isolate's clients
+ * share (the line's wake-ups, hand-overs, the cluster check) is keyed by the clock object: a clock
+ * of its own makes the client an isolate of its own. With `sharedIsolate`, it shares the default
+ * clock, as callers of one isolate do.
+ */
+function countingClient(options: RedlockOptions = {}, sharedIsolate = false): { redlock: Redlock; sent: Sent[] } {
   const sent: Sent[] = [];
   const counting: typeof fetch = async (input, init) => {
     const entry: Sent = { at: performance.now(), args: JSON.parse(String(init?.body)) as unknown[] };
@@ -42,7 +47,8 @@ function countingClient(options: RedlockOptions = {}): { redlock: Redlock; sent:
     return response;
   };
   const nodes = endpoints().map((e) => ({ ...e, fetch: counting }));
-  return { redlock: new Redlock({ nodes, ...options }), sent };
+  const clock = sharedIsolate ? {} : { clock: { now: () => performance.now() } };
+  return { redlock: new Redlock({ nodes, ...clock, ...options }), sent };
 }
 
 /** The mode of a request to the gate script (`take`, `wait`, `aim`, `leave`), or undefined for any other request. */
@@ -109,56 +115,63 @@ describe("requests of one acquire()", () => {
     }
   }, 60_000);
 
-  it("16 isolates on one key: every call within the budget, polls paced by place in line, no overlap", async () => {
-    for (let i = 0; i < 5; i++) nodesOf().setDelay(i, 5);
-    const key = uniqueKey("budget-16");
-    let holders = 0;
-    let overlaps = 0;
-    let granted = 0;
-    const clients = Array.from({ length: 16 }, () => countingClient());
-    // One call each, all at once: a call's requests are everything its client sent from the call
-    // until it returned (its background work included), and its lock's release.
-    const perCall = await Promise.all(
-      clients.map(async ({ redlock, sent }) => {
-        const lock = await redlock.acquire(key, 10_000).catch((error: unknown) => {
-          // Giving up after the patience is allowed; the requests it sent still count.
-          if (error instanceof LockHeldError) return undefined;
-          throw error;
-        });
-        const untilReturned = sent.length;
-        if (!lock) return untilReturned;
-        granted++;
-        if (++holders > 1) overlaps++;
-        await sleep(30);
-        holders--;
-        const released = await lock.release();
-        return untilReturned + released.report.requests;
-      }),
-    );
-    expect(overlaps).toBe(0);
-    expect(granted, "calls granted").toBeGreaterThanOrEqual(12);
-    expect(Math.max(...perCall), "requests of the costliest call").toBeLessThanOrEqual(40);
-    for (const { sent } of clients) {
-      const mine = polls(sent);
-      expect(
-        mostInWindow(
-          mine.map((s) => s.at),
-          1000,
-        ),
-      ).toBeLessThanOrEqual(10);
-      // More than 6 turns back: the next poll no sooner than half a second later, unless a
-      // release in the process (these clients share it, as callers of one isolate would) told the
-      // waiter it had become first in line meanwhile (see `offers.pauseUntilTurn`): its poll then
-      // takes the gate or finds itself first (rank 0). With 30 ms holds, 7 turns take about 450 ms.
-      for (let i = 1; i < mine.length; i++) {
-        const previous = mine[i - 1] as Sent;
-        const next = mine[i] as Sent;
-        if ((previous.rank ?? 0) > 6 && next.rank !== 0) {
-          expect(next.at - previous.at).toBeGreaterThanOrEqual(500 - STAMP_SLACK_MS);
+  it.each([
+    ["16 isolates", false],
+    ["16 callers of one isolate", true],
+  ])(
+    "%s on one key: every call within the budget, polls paced by place in line, no overlap",
+    async (_, sharedIsolate) => {
+      for (let i = 0; i < 5; i++) nodesOf().setDelay(i, 5);
+      const key = uniqueKey("budget-16");
+      let holders = 0;
+      let overlaps = 0;
+      let granted = 0;
+      const clients = Array.from({ length: 16 }, () => countingClient({}, sharedIsolate));
+      // One call each, all at once: a call's requests are everything its client sent from the call
+      // until it returned (its background work included), and its lock's release.
+      const perCall = await Promise.all(
+        clients.map(async ({ redlock, sent }) => {
+          const lock = await redlock.acquire(key, 10_000).catch((error: unknown) => {
+            // Giving up after the patience is allowed; the requests it sent still count.
+            if (error instanceof LockHeldError) return undefined;
+            throw error;
+          });
+          const untilReturned = sent.length;
+          if (!lock) return untilReturned;
+          granted++;
+          if (++holders > 1) overlaps++;
+          await sleep(30);
+          holders--;
+          const released = await lock.release();
+          return untilReturned + released.report.requests;
+        }),
+      );
+      expect(overlaps).toBe(0);
+      expect(granted, "calls granted").toBeGreaterThanOrEqual(12);
+      expect(Math.max(...perCall), "requests of the costliest call").toBeLessThanOrEqual(40);
+      for (const { sent } of clients) {
+        const mine = polls(sent);
+        expect(
+          mostInWindow(
+            mine.map((s) => s.at),
+            1000,
+          ),
+        ).toBeLessThanOrEqual(10);
+        // More than 6 turns back: the next poll no sooner than half a second later, unless (callers
+        // of one isolate) a release in the isolate told the waiter it had become first in line
+        // meanwhile (see `offers.pauseUntilTurn`): its poll then takes the gate or finds itself
+        // first (rank 0). With 30 ms holds, 7 turns take about 450 ms.
+        for (let i = 1; i < mine.length; i++) {
+          const previous = mine[i - 1] as Sent;
+          const next = mine[i] as Sent;
+          if ((previous.rank ?? 0) > 6 && (!sharedIsolate || next.rank !== 0)) {
+            expect(next.at - previous.at).toBeGreaterThanOrEqual(500 - STAMP_SLACK_MS);
+          }
         }
       }
-    }
-  }, 60_000);
+    },
+    60_000,
+  );
 
   it("a custom retryDelay still waits in line: polls of the gate, not a fan-out every 100 ms", async () => {
     for (let i = 0; i < 5; i++) nodesOf().setDelay(i, 5);

@@ -47,8 +47,11 @@ class Client {
     return fetch(input, init);
   };
 
+  /** The state an isolate's clients share is keyed by the clock object: one of its own makes this client an isolate of its own. */
+  readonly clock = { now: () => performance.now() };
+
   redlock(options: { requestTimeoutMs?: number } = {}): Redlock {
-    return new Redlock({ nodes: endpoints.map((e) => ({ ...e, fetch: this.fetch })), ...options });
+    return new Redlock({ nodes: endpoints.map((e) => ({ ...e, fetch: this.fetch })), clock: this.clock, ...options });
   }
 }
 
