@@ -47,10 +47,10 @@ export async function stillHeld(w: Waiter, index: number): Promise<boolean> {
  * since the take before (`unreleasedTakes`): a placeholder ran out, or a lock expired. Most likely
  * the holder that won the other nodes without the gate still has them. Ask one of them with one
  * `PTTL` (see {@link heldElsewhere}) before fanning out to all; while it still holds the key, keep
- * our key on the gate as a placeholder (one request), as a failed take would (see
- * `gate-client.growPlaceholder`). Such a take costs 3 requests with its poll instead of N + 1:
- * behind a hold of seconds won without the gate, the line takes the gate again every time a
- * placeholder runs out. True when the placeholder is kept; false to fan out as usual (the key is
+ * our key on the gate as a placeholder, as a failed take would (see `gate-client.growPlaceholder`):
+ * one request to shorten it, none once placeholders have grown to the TTL the take set. Such a take
+ * costs 2 or 3 requests with its poll instead of N + 1: behind a hold of seconds won without the
+ * gate, the line takes the gate again every time a placeholder runs out. True when the placeholder is kept; false to fan out as usual (the key is
  * free there, a request failed, or the budget has no room for both requests).
  */
 export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> {
@@ -59,6 +59,16 @@ export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> 
   if (s.unreleasedTakes === 0 || !withinBudget(w.o, w.requestsSent(), 2, nodes)) return false;
   if (!(await stillHeld(w, heldElsewhere(w) ?? (w.gate + 1) % nodes))) return false;
   const ms = currentPlaceholderMs(w);
+  // The take set the key for the TTL: a placeholder grown to the TTL needs no request to shorten it.
+  if (ms < w.request.ttlMs && !(await shortened(w, token, ms))) return false;
+  s.placeholderUntil = w.now() + ms;
+  s.outOfStep++;
+  s.placeholderToken = token;
+  return true;
+}
+
+/** Our key on the gate, set by a take with `token`, now lasts `ms`: one extend. */
+async function shortened(w: Waiter, token: string, ms: number): Promise<boolean> {
   const gate = w.engine.node(w.gate);
   const fan = w.engine.fan(
     w.o,
@@ -74,11 +84,7 @@ export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> 
     [w.gate],
   );
   const [outcome] = await fan.outcomes;
-  if (outcome?.outcome !== "extended") return false;
-  s.placeholderUntil = w.now() + ms;
-  s.outOfStep++;
-  s.placeholderToken = token;
-  return true;
+  return outcome?.outcome === "extended";
 }
 
 /**

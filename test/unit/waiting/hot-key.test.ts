@@ -216,7 +216,8 @@ describe("a hot key with default options", () => {
     // with a node down and one pending looked like an outage, the take's key on the gate was
     // released, and the line took the gate again at once, a fan-out each time: none of the three
     // was served within the default budget (13 fan-outs). The first node a take asks is one that
-    // said "held" to the waiter's latest attempt, not the neighbour.
+    // said "held" to the waiter's latest attempt, not the neighbour; and a placeholder that has
+    // grown to the TTL the take set costs no request to shorten.
     vi.spyOn(Math, "random").mockImplementation(seededRandom(1));
     onTestFinished(() => vi.mocked(Math.random).mockRestore());
     const nodes = await nodesThatLearnedHolds();
@@ -237,14 +238,13 @@ describe("a hot key with default options", () => {
       }
     });
     await resolvesOnFakeTime(Promise.all(waiters), 30_000);
-    // Two of three served; the third gives up on its budget, with a typed error (an open gap,
-    // docs/waiting.md: the cluster check, the first fan-out and a cleanup release to the node that
-    // is down take 11 of its 35 requests before it waits).
-    expect(outcomes.filter((o) => o === "acquired").length).toBeGreaterThanOrEqual(2);
-    for (const failed of outcomes.filter((o) => o !== "acquired")) expect(failed).toBeInstanceOf(RequestBudgetError);
+    // All three served within the default budget (the same over seeds 1-8), with 7 fan-outs: the
+    // cluster check, the first fan-out and a cleanup release to the node that is down take 11 of a
+    // waiter's 35 requests before it waits, and each placeholder after the first costs 2 or 3.
+    expect(outcomes.map(String)).toEqual(["acquired", "acquired", "acquired"]);
     const count = (n: (typeof nodes)[number], command: string) => n.log.filter((a) => a[0] === command).length;
     const others = nodes.filter((_, i) => i !== gate);
-    expect(others.reduce((sum, n) => sum + count(n, "SET"), 0) / 4).toBeLessThanOrEqual(9);
+    expect(others.reduce((sum, n) => sum + count(n, "SET"), 0) / 4).toBeLessThanOrEqual(8);
     expect(count(nodes[down]!, "PTTL")).toBeLessThanOrEqual(1);
     expect(others.reduce((sum, n) => sum + count(n, "PTTL"), 0)).toBeGreaterThanOrEqual(4);
   });
