@@ -158,6 +158,8 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
         nextPollMs = pollInterval(answer.holdMs, s.rttMs);
         continue;
       }
+      // Aborted while it asked: leave with the key the poll set (as just after the poll).
+      leaveIfAborted(w, token);
       // The poll set the keys on the gate: the other nodes follow, and validity counts from
       // the poll's send.
       const result = await fanOut(w, {

@@ -50,8 +50,9 @@ export async function stillHeld(w: Waiter, index: number): Promise<boolean> {
  * our key on the gate as a placeholder, as a failed take would (see `gate-client.growPlaceholder`):
  * one request to shorten it, none once placeholders have grown to the TTL the take set. Such a take
  * costs 2 or 3 requests with its poll instead of N + 1: behind a hold of seconds won without the
- * gate, the line takes the gate again every time a placeholder runs out. True when the placeholder is kept; false to fan out as usual (the key is
- * free there, a request failed, or the budget has no room for both requests).
+ * gate, the line takes the gate again every time a placeholder runs out. True when the placeholder
+ * is kept; false to fan out as usual (the key is free there, a request failed or was aborted, or
+ * the budget has no room for both requests).
  */
 export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> {
   const s = w.state;

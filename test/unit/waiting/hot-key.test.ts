@@ -4,7 +4,7 @@
  * one node rather than fan out on every poll; and resource sets that share keys.
  */
 import { describe, expect, it, onTestFinished, vi } from "vitest";
-import { LockHeldError, Redlock, RequestBudgetError } from "../../../src/index.js";
+import { AbortedError, LockHeldError, type RedisArgument, Redlock, RequestBudgetError } from "../../../src/index.js";
 import { gateIndex } from "../../../src/waiting/gate.js";
 import { fakeClock, fakeNodes } from "../support/fake-node.js";
 import { resolvesOnFakeTime, run, useFakeTime } from "../support/fake-time.js";
@@ -247,6 +247,40 @@ describe("a hot key with default options", () => {
     expect(others.reduce((sum, n) => sum + count(n, "SET"), 0) / 4).toBeLessThanOrEqual(8);
     expect(count(nodes[down]!, "PTTL")).toBeLessThanOrEqual(1);
     expect(others.reduce((sum, n) => sum + count(n, "PTTL"), 0)).toBeGreaterThanOrEqual(4);
+  });
+
+  it("a caller that aborts while its take at a gate out of step asks another node leaves with the key its poll set", async () => {
+    // The take's poll set our key on the gate; the abort lands while the PTTL is on its way. Left
+    // there, that key would stand the line still for the TTL.
+    const nodes = await nodesThatLearnedHolds();
+    const gate = gateIndex(["hot"], 5);
+    nodes.forEach((n, i) => {
+      if (i !== gate) n.occupy("hot", "won-without-the-gate", 5_000);
+    });
+    const controller = new AbortController();
+    let abortedAt = Number.POSITIVE_INFINITY;
+    const view = nodes.map((n) => ({
+      id: n.id,
+      command(args: readonly RedisArgument[], signal: AbortSignal) {
+        if (args[0] === "PTTL" && !controller.signal.aborted) {
+          abortedAt = Date.now();
+          controller.abort();
+        }
+        return n.command(args, signal);
+      },
+    }));
+    let error: unknown;
+    const acquiring = new Redlock({ nodes: view, clock: fakeClock })
+      .acquire("hot", 2000, { signal: controller.signal })
+      .catch((reason: unknown) => {
+        error = reason;
+      });
+    expect(await resolvesOnFakeTime(acquiring, 10_000)).toBe(true);
+    expect(error).toBeInstanceOf(AbortedError);
+    expect(abortedAt).toBeLessThan(Number.POSITIVE_INFINITY);
+    // Within a round trip or two of the abort (20 ms each way), the gate holds no key of ours.
+    await vi.advanceTimersByTimeAsync(Math.max(0, abortedAt + 200 - Date.now()));
+    expect(nodes[gate]!.get("hot")).toBeUndefined();
   });
 
   it("before any hold is recorded, a gate out of step stands the line still for a few round trips, not a request deadline", async () => {
