@@ -5,7 +5,7 @@
  * @module
  */
 import type { AttemptReport } from "../base/report.js";
-import { extendOnNode } from "../core/node-operations.js";
+import { extendOnNode, unexpected } from "../core/node-operations.js";
 import { withinBudget } from "../core/options.js";
 import { currentPlaceholderMs } from "./gate-client.js";
 import type { Waiter } from "./state.js";
@@ -30,6 +30,8 @@ export async function stillHeld(w: Waiter, index: number): Promise<boolean> {
       task: async (_, context) => {
         context.countRequest();
         const pttl = await node.command(["PTTL", key], context.signal);
+        // Anything but a number (a proxy that echoes the request, say) is no proof of a holder.
+        if (typeof pttl !== "number") throw unexpected(node, "PTTL", pttl);
         return pttl === -2 ? "not-held" : "held";
       },
     },
