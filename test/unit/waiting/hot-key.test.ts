@@ -140,6 +140,22 @@ describe("a hot key with default options", () => {
     }
   }
 
+  /** Three clients of one isolate acquire "hot" together (TTL 2 s, the defaults) and release at once: how each call ended. */
+  async function threeWaiters(nodes: ReturnType<typeof fakeNodes>): Promise<string[]> {
+    const outcomes: string[] = [];
+    const waiters = Array.from({ length: 3 }, async () => {
+      try {
+        const lock = await new Redlock({ nodes, clock: fakeClock, onNodeError: () => {} }).acquire("hot", 2000);
+        outcomes.push("acquired");
+        await lock.release();
+      } catch (error) {
+        outcomes.push(String(error));
+      }
+    });
+    await resolvesOnFakeTime(Promise.all(waiters), 30_000);
+    return outcomes;
+  }
+
   it("a waiter that took a gate out of step waits out its placeholder without polling it, and gets the lock soon after the holder lets go", async () => {
     // Per-node jitter lets a waiter win the other nodes while the gate still sees the previous
     // holder. The gate then frees up, the next waiter takes it, and its fan-out finds the others
@@ -176,23 +192,11 @@ describe("a hot key with default options", () => {
     });
     const sets = () => requestsTo(nodes, (args) => args[0] === "SET");
     const setsBefore = sets();
-    const outcomes: unknown[] = [];
-    const waiters = Array.from({ length: 3 }, async () => {
-      try {
-        // The default budget: with each take that found the gate free with no release costing
-        // N + 1 with its placeholder, two of the three gave up with RequestBudgetError.
-        const lock = await new Redlock({ nodes, clock: fakeClock }).acquire("hot", 2000);
-        outcomes.push("acquired");
-        await lock.release();
-      } catch (error) {
-        outcomes.push(error);
-      }
-    });
-    await resolvesOnFakeTime(Promise.all(waiters), 30_000);
-    expect(outcomes.map(String)).toEqual(["acquired", "acquired", "acquired"]);
+    // The default budget: with each take that found the gate free with no release costing N + 1
+    // with its placeholder, two of the three gave up with RequestBudgetError.
+    expect(await threeWaiters(nodes)).toEqual(["acquired", "acquired", "acquired"]);
     // Fan-outs (SET NX on the four other nodes): each waiter's first, two takes aimed at the
-    // first placeholder, then the three grants.
-    // A take that finds the gate free with no release since the take before asks one other node
+    // first placeholder, then the three grants. A take that finds the gate free with no release since the take before asks one other node
     // with a PTTL, and while that node still holds the key keeps its placeholder without a fan-out:
     // about 7 fan-outs in all (11 when each such take fanned out).
     expect((sets() - setsBefore) / 4).toBeLessThan(10);
@@ -227,21 +231,10 @@ describe("a hot key with default options", () => {
     nodes.forEach((n, i) => {
       if (i !== gate && i !== down) n.occupy("hot", "won-without-the-gate", 5_000);
     });
-    const outcomes: unknown[] = [];
-    const waiters = Array.from({ length: 3 }, async () => {
-      try {
-        const lock = await new Redlock({ nodes, clock: fakeClock, onNodeError: () => {} }).acquire("hot", 2000);
-        outcomes.push("acquired");
-        await lock.release();
-      } catch (error) {
-        outcomes.push(error);
-      }
-    });
-    await resolvesOnFakeTime(Promise.all(waiters), 30_000);
     // All three served within the default budget (the same over seeds 1-8), with 7 fan-outs: the
     // cluster check, the first fan-out and a cleanup release to the node that is down take 11 of a
     // waiter's 35 requests before it waits, and each placeholder after the first costs 2 or 3.
-    expect(outcomes.map(String)).toEqual(["acquired", "acquired", "acquired"]);
+    expect(await threeWaiters(nodes)).toEqual(["acquired", "acquired", "acquired"]);
     const count = (n: (typeof nodes)[number], command: string) => n.log.filter((a) => a[0] === command).length;
     const others = nodes.filter((_, i) => i !== gate);
     expect(others.reduce((sum, n) => sum + count(n, "SET"), 0) / 4).toBeLessThanOrEqual(8);
