@@ -2,12 +2,16 @@
  * `npm run bench [-- --parts hotkey,uncontended,… --duration S --rounds R --quick --out DIR --final]`
  *
  * Runs edge-redlock and the libraries users would pick instead side by side against the same
- * local nodes, prints the tables, and writes RESULTS.md and SVG charts to DIR (default bench/).
+ * local nodes, prints the tables, and writes RESULTS.md and SVG charts to DIR: by default bench/
+ * for a run of every part (or --final), a fresh temporary folder for a run of some parts (--parts):
+ * the tracked files describe one whole run, and a partial one replaced them with its own tables.
  * Without --final, RESULTS.md says the figures are provisional. The isolates parts ("isolates",
  * "geo") take --isolates P,P (client processes), --callers C,C (callers per process), --systems
  * (ids or id:policy), --isolate-rounds R (at least 3); with --final their windows are 30 s.
  */
 
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -60,7 +64,12 @@ async function main(): Promise<void> {
   const callers = counts(values.callers, "callers");
   const isolateRounds = values["isolate-rounds"] === undefined ? undefined : Number(values["isolate-rounds"]);
   const systems = list(values.systems);
-  const outDir = values.out ?? fileURLToPath(new URL("../../bench/", import.meta.url));
+  const whole = values.parts === undefined || values.final === true;
+  const outDir =
+    values.out ??
+    (whole
+      ? fileURLToPath(new URL("../../bench/", import.meta.url))
+      : mkdtempSync(join(tmpdir(), "edge-redlock-bench-")));
   const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}`;
   const started = performance.now();
   await runBench({
