@@ -166,16 +166,14 @@ export function currentPlaceholderMs(w: Waiter): number {
  * once, a fan-out each time.
  */
 export async function growPlaceholder(w: Waiter, result: AttemptResult, token: string): Promise<void> {
-  const nodes = await finalOutcomes(result, w.o.quorum);
-  if (
-    refusalReason(
-      nodes.map((n) => n.outcome),
-      w.o.quorum,
-    ) === "held"
-  ) {
-    const s = w.state;
-    s.placeholderUntil = w.now() + currentPlaceholderMs(w);
-    s.outOfStep++;
-    s.placeholderToken = token;
-  }
+  const outcomes = (await finalOutcomes(result, w.o.quorum)).map((n) => n.outcome);
+  if (refusalReason(outcomes, w.o.quorum) === "held") keepPlaceholder(w, token, currentPlaceholderMs(w));
+}
+
+/** Our key on the gate, set with `token`, stays there as a placeholder for `ms`: we poll again once it runs out. */
+export function keepPlaceholder(w: Waiter, token: string, ms: number): void {
+  const s = w.state;
+  s.placeholderUntil = w.now() + ms;
+  s.outOfStep++;
+  s.placeholderToken = token;
 }

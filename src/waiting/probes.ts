@@ -5,9 +5,10 @@
  * @module
  */
 import type { AttemptReport } from "../base/report.js";
-import { extendOnNode, unexpected } from "../core/node-operations.js";
+import { unexpected } from "../core/node-operations.js";
+import { extendOne } from "../core/operations/cleanup.js";
 import { withinBudget } from "../core/options.js";
-import { currentPlaceholderMs } from "./gate-client.js";
+import { currentPlaceholderMs, keepPlaceholder } from "./gate-client.js";
 import type { Waiter } from "./state.js";
 
 /**
@@ -63,31 +64,12 @@ export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> 
   if (!(await stillHeld(w, heldElsewhere(w) ?? (w.gate + 1) % nodes))) return false;
   const ms = currentPlaceholderMs(w);
   // The take set the key for the TTL: a placeholder grown to the TTL needs no request to shorten it.
-  if (ms < w.request.ttlMs && !(await shortened(w, token, ms))) return false;
-  s.placeholderUntil = w.now() + ms;
-  s.outOfStep++;
-  s.placeholderToken = token;
+  if (ms < w.request.ttlMs) {
+    const timeoutMs = w.o.requestTimeoutMs;
+    if ((await extendOne(w.engine, w.request, token, w.gate, ms, timeoutMs)).outcome !== "extended") return false;
+  }
+  keepPlaceholder(w, token, ms);
   return true;
-}
-
-/** Our key on the gate, set by a take with `token`, now lasts `ms`: one extend. */
-async function shortened(w: Waiter, token: string, ms: number): Promise<boolean> {
-  const gate = w.engine.node(w.gate);
-  const fan = w.engine.fan(
-    w.o,
-    "acquire",
-    w.request.resources,
-    {
-      yes: "extended",
-      signal: w.signal,
-      meter: w.request.meter,
-      task: (_, context) => extendOnNode(gate, w.request.keys, token, ms, context),
-    },
-    w.o.requestTimeoutMs,
-    [w.gate],
-  );
-  const [outcome] = await fan.outcomes;
-  return outcome?.outcome === "extended";
 }
 
 /**

@@ -139,7 +139,8 @@ async function sweep(
   }
 }
 
-async function extendOne(
+/** Our key on node `index`, set with `token`, now lasts `holdMs`: one extend, counted by the call's meter. */
+export async function extendOne(
   engine: Engine,
   request: AcquireRequest,
   token: string,
