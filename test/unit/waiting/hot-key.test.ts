@@ -276,6 +276,35 @@ describe("a hot key with default options", () => {
     expect(nodes[gate]!.get("hot")).toBeUndefined();
   });
 
+  it('two clusters with the same node ids, the resource "a\\nb", the gate out of step on one: each cluster\'s probes ask its own nodes, for its own key', async () => {
+    // Cluster 0's line learned holds of another key; a holder won its other nodes without the gate. Cluster 1
+    // (nodes with the same ids, one isolate, the same clock) has a plain holder of "a\nb" in step.
+    // Every grant must be backed by its own cluster, and the PTTLs go to cluster 0 only.
+    const first = await nodesThatLearnedHolds();
+    const second = fakeNodes(5);
+    const gate = gateIndex(["a\nb"], 5);
+    first.forEach((n, i) => {
+      if (i !== gate) n.occupy("a\nb", "won-without-the-gate", 3_000);
+    });
+    for (const n of second) n.occupy("a\nb", "in-step", 1_000);
+    const pttls = (nodes: typeof first) => nodes.flatMap((n) => n.log.filter((a) => a[0] === "PTTL").map((a) => a[1]));
+    const unbacked: string[] = [];
+    const callers = [first, first, first, second, second].map(async (nodes, k) => {
+      const lock = await new Redlock({ nodes, clock: fakeClock }).acquire("a\nb", 2000);
+      for (const other of [first, second]) {
+        const backed = other.filter((n) => n.get("a\nb") === lock.token).length;
+        if ((other === nodes) !== backed >= 3) unbacked.push(`caller ${k}: ${backed} nodes`);
+      }
+      await lock.release();
+      await lock.release();
+    });
+    expect(await resolvesOnFakeTime(Promise.all(callers), 30_000)).toBe(true);
+    expect(unbacked).toEqual([]);
+    expect(pttls(second)).toEqual([]);
+    expect(pttls(first).length).toBeGreaterThan(0);
+    expect(new Set(pttls(first))).toEqual(new Set(["a\nb"]));
+  });
+
   it("before any hold is recorded, a gate out of step stands the line still for a few round trips, not a request deadline", async () => {
     // A line forming under per-node jitter: a client won the other nodes but not the gate, and
     // lets go 150 ms later. A waiter takes the empty gate and finds the others held: its
