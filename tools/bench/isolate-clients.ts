@@ -163,7 +163,14 @@ export async function prepareIsolate(config: IsolateConfig): Promise<PreparedIso
     start(startAt, windowMs) {
       const end = startAt + windowMs;
       const records: CallRecord[] = [];
-      const shared = { sections: 0, overlaps: 0, gaveUp: 0, errors: 0, firstError: undefined as string | undefined };
+      const shared: SharedCounts = {
+        sections: 0,
+        overlaps: 0,
+        gaveUp: 0,
+        gaveUpFor: {},
+        errors: 0,
+        firstError: undefined,
+      };
       const callers: CallerFigures[] = Array.from({ length: config.callers }, () => ({
         handoffs: 0,
         sequence: [],
@@ -182,6 +189,7 @@ export async function prepareIsolate(config: IsolateConfig): Promise<PreparedIso
           sections: shared.sections,
           overlaps: shared.overlaps,
           gaveUp: shared.gaveUp,
+          gaveUpFor: { ...shared.gaveUpFor },
           errors: shared.errors,
           ...(shared.firstError === undefined ? {} : { firstError: shared.firstError }),
         }),
@@ -207,6 +215,16 @@ async function inCall<T>(call: CallRecord, work: () => Promise<T>): Promise<T> {
  * `INCR holders` + `GET counter`, then `SET counter+1` + `DECR holders`; holders > 1 is an
  * overlapping hold, and a final counter below the sections counted is a lost update.
  */
+/** What the callers of one process count together. */
+interface SharedCounts {
+  sections: number;
+  overlaps: number;
+  gaveUp: number;
+  gaveUpFor: Record<string, number>;
+  errors: number;
+  firstError: string | undefined;
+}
+
 async function callerLoop(
   client: LockClient,
   config: IsolateConfig,
@@ -214,7 +232,7 @@ async function callerLoop(
   end: number,
   figures: CallerFigures,
   records: CallRecord[],
-  shared: { sections: number; overlaps: number; gaveUp: number; errors: number; firstError: string | undefined },
+  shared: SharedCounts,
 ): Promise<void> {
   const fail = (error: unknown) => {
     shared.errors++;
@@ -241,7 +259,11 @@ async function callerLoop(
         handle = await inCall(call, () => client.acquire(config.key, config.ttlMs));
         if (handle === null) {
           call.done = true;
-          if (Date.now() < end) shared.gaveUp++;
+          if (Date.now() < end) {
+            shared.gaveUp++;
+            const reason = client.lastGiveUp?.();
+            if (reason !== undefined) shared.gaveUpFor[reason] = (shared.gaveUpFor[reason] ?? 0) + 1;
+          }
         }
       } catch (error) {
         call.done = true;

@@ -51,6 +51,8 @@ export interface IsolateFigures {
   overlaps: number;
   /** acquire() calls that gave up inside the window. */
   gaveUp: number;
+  /** Of those, how many gave up for each reason the system named (see `LockClient.lastGiveUp`). */
+  gaveUpFor: Record<string, number>;
   errors: number;
   firstError?: string;
 }

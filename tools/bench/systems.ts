@@ -120,6 +120,11 @@ export interface LockClient {
   release(handle: unknown): Promise<void>;
   /** Acquire attempts made so far (each a round of requests to the nodes). */
   attempts(): number;
+  /**
+   * Why the last acquire() that returned null gave up, as the system names it (edge-redlock: the
+   * error's `code`); absent for systems that give up for one reason only (their retries ran out).
+   */
+  lastGiveUp?(): string | undefined;
   close(): Promise<void>;
 }
 
@@ -162,19 +167,22 @@ function edgeRedlock(spec: SystemSpec, backend: Backend): LockClient {
       if (report.operation === "acquire") attempts++;
     },
   });
+  let lastGiveUp: string | undefined;
   return {
     async acquire(key, ttlMs) {
       try {
         return await redlock.acquire(key, ttlMs);
       } catch (error) {
-        if (isGiveUp(error)) return null;
-        throw error;
+        if (!isGiveUp(error)) throw error;
+        lastGiveUp = (error as { code: string }).code;
+        return null;
       }
     },
     async release(handle) {
       await (handle as Lock).release();
     },
     attempts: () => attempts,
+    lastGiveUp: () => lastGiveUp,
     close: async () => {
       await redlock.settled();
     },

@@ -54,6 +54,8 @@ export interface IsolateRun {
   calls: number[];
   cut: number;
   gaveUp: number;
+  /** Give-ups by the reason the system named, summed over isolates (and rounds). */
+  gaveUpFor: Record<string, number>;
   errors: number;
   lostUpdates: number;
   overlaps: number;
@@ -336,6 +338,7 @@ function summarise(
     calls: figures.flatMap((f) => f.calls),
     cut: sum(figures.map((f) => f.cut)),
     gaveUp: sum(figures.map((f) => f.gaveUp)),
+    gaveUpFor: sumCounts(figures.map((f) => f.gaveUpFor)),
     errors: sum(figures.map((f) => f.errors)),
     // A section counts once its SET was acknowledged, so the counter can only fall short by lost updates.
     lostUpdates: Math.max(0, sections - counter),
@@ -366,10 +369,17 @@ function sameIsolateNext(figures: IsolateFigures[]): number {
   return pairs > 0 ? same / pairs : Number.NaN;
 }
 
+/** Counts by name, added up. */
+function sumCounts(counts: readonly Record<string, number>[]): Record<string, number> {
+  const total: Record<string, number> = {};
+  for (const count of counts) for (const [name, n] of Object.entries(count)) total[name] = (total[name] ?? 0) + n;
+  return total;
+}
+
 /**
  * One row per system and layout: medians over the rounds for rates, fairness, waits and
  * requests per handoff; the calls of every round pooled (their p50, p99 and max); sums for the
- * correctness counters, errors and cut calls.
+ * correctness counters, errors, cut calls and the give-ups' reasons.
  */
 export function mergeRounds(runs: IsolateRun[]): IsolateRun[] {
   const groups = new Map<string, IsolateRun[]>();
@@ -407,6 +417,7 @@ export function mergeRounds(runs: IsolateRun[]): IsolateRun[] {
       calls: group.flatMap((r) => r.calls),
       cut: total((r) => r.cut),
       gaveUp: mid((r) => r.gaveUp),
+      gaveUpFor: sumCounts(group.map((r) => r.gaveUpFor)),
       errors: total((r) => r.errors),
       lostUpdates: total((r) => r.lostUpdates),
       overlaps: total((r) => r.overlaps),
