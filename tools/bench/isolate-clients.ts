@@ -259,6 +259,7 @@ async function callerLoop(
         handle = await inCall(call, () => client.acquire(config.key, config.ttlMs));
         if (handle === null) {
           call.done = true;
+          tracer?.record("gave-up");
           if (Date.now() < end) {
             shared.gaveUp++;
             const reason = client.lastGiveUp?.();

@@ -7,8 +7,8 @@
  * `<epoch ms> <pid> <event> [node port] [command] [script] [answer]`, where the event is `send` or
  * `recv` (a request to a lock node through the process's `fetch`, at the moment the simulated
  * latency lets it leave or arrive; for a library script its name, the gate's with its mode, and on
- * `recv` the gate's answer, see {@link describeReply}), `granted` (acquire() returned a lock) or
- * `release` (release() called). TCP peers' commands go through ioredis, not `fetch`: their traces
+ * `recv` the gate's answer, see {@link describeReply}), `granted` (acquire() returned a lock),
+ * `gave-up` (acquire() gave up) or `release` (release() called). TCP peers' commands go through ioredis, not `fetch`: their traces
  * hold grants and releases only.
  *
  * `npx tsx tools/bench/isolate-trace.ts <dir> [quorum]` prints, per system: the time from one holder's
@@ -30,7 +30,7 @@ export interface TraceEvent {
   /** Epoch milliseconds (performance.timeOrigin + performance.now(): comparable across processes). */
   readonly at: number;
   readonly pid: string;
-  readonly event: "send" | "recv" | "granted" | "release";
+  readonly event: "send" | "recv" | "granted" | "release" | "gave-up";
   /** For send and recv: the node's port and the command's name (`SET`, `EVALSHA`, …). */
   readonly node?: string;
   readonly command?: string;
