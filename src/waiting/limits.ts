@@ -126,14 +126,17 @@ export function pollsLeft(w: Waiter): number {
 
 /**
  * Whether the request budget has room for a take aimed at a release (a fan-out) and, should it
- * land early, a poll and the take after it, the lock's release kept. Without it the waiter polls
- * instead: a poll costs one request where an aimed take costs one per node, and a take that came
- * early with nothing left to follow it up ends the call. Never for a fenced lock: its take is a
- * fenced attempt after a poll that found the lock free (see `in-line.ts`).
+ * land early, its cleanup, a poll and the take after it, the lock's release kept. A take refused
+ * by the holder's keys leaves at most `quorum - 1` nodes that said yes or had not answered, each
+ * undone by one request. Without that room the waiter polls instead: a poll costs one request
+ * where an aimed take costs one per node, and a take that came early with nothing left to follow
+ * it up ends the call. Never for a fenced lock: its take is a fenced attempt after a poll that
+ * found the lock free (see `in-line.ts`).
  */
 export function roomForAim(w: Waiter): boolean {
   const nodeCount = w.engine.nodes.length;
-  return !w.o.fencing && withinBudget(w.o, w.requestsSent(), 2 * nodeCount + 1, nodeCount);
+  const earlyTake = nodeCount + w.o.quorum - 1;
+  return !w.o.fencing && withinBudget(w.o, w.requestsSent(), earlyTake + 1 + nodeCount, nodeCount);
 }
 
 /**
