@@ -209,12 +209,6 @@ async function inCall<T>(call: CallRecord, work: () => Promise<T>): Promise<T> {
   }
 }
 
-/**
- * One caller: until the window ends, wants the lock (calling acquire() again after each give-up),
- * runs the critical section, releases. The section is two round trips to the data node:
- * `INCR holders` + `GET counter`, then `SET counter+1` + `DECR holders`; holders > 1 is an
- * overlapping hold, and a final counter below the sections counted is a lost update.
- */
 /** What the callers of one process count together. */
 interface SharedCounts {
   sections: number;
@@ -225,6 +219,12 @@ interface SharedCounts {
   firstError: string | undefined;
 }
 
+/**
+ * One caller: until the window ends, wants the lock (calling acquire() again after each give-up),
+ * runs the critical section, releases. The section is two round trips to the data node:
+ * `INCR holders` + `GET counter`, then `SET counter+1` + `DECR holders`; holders > 1 is an
+ * overlapping hold, and a final counter below the sections counted is a lost update.
+ */
 async function callerLoop(
   client: LockClient,
   config: IsolateConfig,

@@ -8,8 +8,8 @@
  * `recv` (a request to a lock node through the process's `fetch`, at the moment the simulated
  * latency lets it leave or arrive; for a library script its name, the gate's with its mode, and on
  * `recv` the gate's answer, see {@link describeReply}), `granted` (acquire() returned a lock),
- * `gave-up` (acquire() gave up) or `release` (release() called). TCP peers' commands go through ioredis, not `fetch`: their traces
- * hold grants and releases only.
+ * `gave-up` (acquire() gave up) or `release` (release() called). TCP peers' commands go through
+ * ioredis, not `fetch`: their traces hold grants, give-ups and releases only.
  *
  * `npx tsx tools/bench/isolate-trace.ts <dir> [quorum]` prints, per system: the time from one holder's
  * release() to the next grant (the handoff's cost beyond the critical section), how many of those
