@@ -5,9 +5,11 @@
  * With `ISOLATE_TRACE=<dir>` in the environment of `npm run bench -- --parts isolates …`, every
  * client process writes `<dir>/<system>-<policy>-<pid>.log` when it exits: one line per event,
  * `<epoch ms> <pid> <event> [node port] [command] [script] [answer]`, where the event is `send` or
- * `recv` (a request to a lock node through the process's `fetch`, at the moment the simulated
- * latency lets it leave or arrive; for a library script its name, the gate's with its mode, and on
- * `recv` the gate's answer, see {@link describeReply}), `granted` (acquire() returned a lock),
+ * `recv` (a request to a lock node through the process's `fetch`: `send` when `fetch` is called,
+ * before the simulated latency holds the request back half a round trip, so it reaches the node
+ * that much later; `recv` when the answer is handed back, after the other half; for a library
+ * script its name, the gate's with its mode, and on `recv` the gate's answer, see
+ * {@link describeReply}), `granted` (acquire() returned a lock),
  * `gave-up` (acquire() gave up) or `release` (release() called). TCP peers' commands go through
  * ioredis, not `fetch`: their traces hold grants, give-ups and releases only.
  *
