@@ -163,21 +163,33 @@ export async function prepareIsolate(config: IsolateConfig): Promise<PreparedIso
     start(startAt, windowMs) {
       const end = startAt + windowMs;
       const records: CallRecord[] = [];
-      const shared: SharedCounts = {
-        sections: 0,
-        overlaps: 0,
-        gaveUp: 0,
-        gaveUpFor: {},
-        errors: 0,
-        firstError: undefined,
-      };
+      const shared = { sections: 0, overlaps: 0, gaveUp: 0, errors: 0, firstError: undefined as string | undefined };
       const callers: CallerFigures[] = Array.from({ length: config.callers }, () => ({
         handoffs: 0,
         sequence: [],
         waits: [],
       }));
-      setTimeout(() => (tally.window = true), Math.max(0, startAt - Date.now()));
-      setTimeout(() => (tally.window = false), Math.max(0, end - Date.now()));
+      // The give-ups inside the window, by reason: the client's counts at its end less those at its
+      // start (read where the window opens and closes, as the request tally is).
+      let giveUpsBefore: Record<string, number> = {};
+      const gaveUpFor: Record<string, number> = {};
+      setTimeout(
+        () => {
+          tally.window = true;
+          giveUpsBefore = client.giveUps?.() ?? {};
+        },
+        Math.max(0, startAt - Date.now()),
+      );
+      setTimeout(
+        () => {
+          tally.window = false;
+          for (const [code, n] of Object.entries(client.giveUps?.() ?? {})) {
+            const inWindow = n - (giveUpsBefore[code] ?? 0);
+            if (inWindow > 0) gaveUpFor[code] = inWindow;
+          }
+        },
+        Math.max(0, end - Date.now()),
+      );
       const loops = callers.map((figures) => callerLoop(client, config, startAt, end, figures, records, shared));
       return {
         figures: () => ({
@@ -189,7 +201,7 @@ export async function prepareIsolate(config: IsolateConfig): Promise<PreparedIso
           sections: shared.sections,
           overlaps: shared.overlaps,
           gaveUp: shared.gaveUp,
-          gaveUpFor: { ...shared.gaveUpFor },
+          gaveUpFor: { ...gaveUpFor },
           errors: shared.errors,
           ...(shared.firstError === undefined ? {} : { firstError: shared.firstError }),
         }),
@@ -209,16 +221,6 @@ async function inCall<T>(call: CallRecord, work: () => Promise<T>): Promise<T> {
   }
 }
 
-/** What the callers of one process count together. */
-interface SharedCounts {
-  sections: number;
-  overlaps: number;
-  gaveUp: number;
-  gaveUpFor: Record<string, number>;
-  errors: number;
-  firstError: string | undefined;
-}
-
 /**
  * One caller: until the window ends, wants the lock (calling acquire() again after each give-up),
  * runs the critical section, releases. The section is two round trips to the data node:
@@ -232,7 +234,7 @@ async function callerLoop(
   end: number,
   figures: CallerFigures,
   records: CallRecord[],
-  shared: SharedCounts,
+  shared: { sections: number; overlaps: number; gaveUp: number; errors: number; firstError: string | undefined },
 ): Promise<void> {
   const fail = (error: unknown) => {
     shared.errors++;
@@ -260,11 +262,7 @@ async function callerLoop(
         if (handle === null) {
           call.done = true;
           tracer?.record("gave-up");
-          if (Date.now() < end) {
-            shared.gaveUp++;
-            const reason = client.lastGiveUp?.();
-            if (reason !== undefined) shared.gaveUpFor[reason] = (shared.gaveUpFor[reason] ?? 0) + 1;
-          }
+          if (Date.now() < end) shared.gaveUp++;
         }
       } catch (error) {
         call.done = true;

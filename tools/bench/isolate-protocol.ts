@@ -51,7 +51,7 @@ export interface IsolateFigures {
   overlaps: number;
   /** acquire() calls that gave up inside the window. */
   gaveUp: number;
-  /** Of those, how many gave up for each reason the system named (see `LockClient.lastGiveUp`). */
+  /** Give-ups inside the window by the reason the system named (see `LockClient.giveUps`). */
   gaveUpFor: Record<string, number>;
   errors: number;
   firstError?: string;

@@ -121,10 +121,10 @@ export interface LockClient {
   /** Acquire attempts made so far (each a round of requests to the nodes). */
   attempts(): number;
   /**
-   * Why the last acquire() that returned null gave up, as the system names it (edge-redlock: the
+   * The acquire() calls that gave up so far, by the reason the system names (edge-redlock: the
    * error's `code`); absent for systems that give up for one reason only (their retries ran out).
    */
-  lastGiveUp?(): string | undefined;
+  giveUps?(): Record<string, number>;
   close(): Promise<void>;
 }
 
@@ -167,14 +167,15 @@ function edgeRedlock(spec: SystemSpec, backend: Backend): LockClient {
       if (report.operation === "acquire") attempts++;
     },
   });
-  let lastGiveUp: string | undefined;
+  const giveUps: Record<string, number> = {};
   return {
     async acquire(key, ttlMs) {
       try {
         return await redlock.acquire(key, ttlMs);
       } catch (error) {
         if (!isGiveUp(error)) throw error;
-        lastGiveUp = (error as { code: string }).code;
+        const code = (error as { code: string }).code;
+        giveUps[code] = (giveUps[code] ?? 0) + 1;
         return null;
       }
     },
@@ -182,7 +183,7 @@ function edgeRedlock(spec: SystemSpec, backend: Backend): LockClient {
       await (handle as Lock).release();
     },
     attempts: () => attempts,
-    lastGiveUp: () => lastGiveUp,
+    giveUps: () => ({ ...giveUps }),
     close: async () => {
       await redlock.settled();
     },
