@@ -142,6 +142,13 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     s.holdMs = answer.holdMs;
     if (answer.taken) leaveIfAborted(w, token);
     if (answer.taken && w.o.fencing) {
+      // A gate out of step: as for a plain take below, our key stays there as a placeholder while
+      // the holder that won without it still has the others, instead of a fenced attempt (2N).
+      if (await keptOutOfStep(w, token)) {
+        nextPollMs = pollInterval(answer.holdMs, s.rttMs);
+        continue;
+      }
+      leaveIfAborted(w, token);
       // The poll set the keys on the gate: a fenced attempt with its token follows (the gate's
       // phase 1 finds the keys its own), validity counted from the poll's send. One that fails
       // cleans up everywhere, the gate included, and the waiter polls again with its ticket.

@@ -4,6 +4,7 @@
  * one node rather than fan out on every poll; and resource sets that share keys.
  */
 import { describe, expect, it, onTestFinished, vi } from "vitest";
+import { fencing, initializeFencing } from "../../../src/fencing/index.js";
 import { AbortedError, LockHeldError, type RedisArgument, Redlock, RequestBudgetError } from "../../../src/index.js";
 import { gateIndex } from "../../../src/waiting/gate.js";
 import { fakeClock, fakeNodes } from "../support/fake-node.js";
@@ -141,11 +142,12 @@ describe("a hot key with default options", () => {
   }
 
   /** Three clients of one isolate acquire "hot" together (TTL 2 s, the defaults) and release at once: how each call ended. */
-  async function threeWaiters(nodes: ReturnType<typeof fakeNodes>): Promise<string[]> {
+  async function threeWaiters(nodes: ReturnType<typeof fakeNodes>, fenced = false): Promise<string[]> {
     const outcomes: string[] = [];
     const waiters = Array.from({ length: 3 }, async () => {
       try {
-        const lock = await new Redlock({ nodes, clock: fakeClock, onNodeError: () => {} }).acquire("hot", 2000);
+        const options = { nodes, clock: fakeClock, onNodeError: () => {}, ...(fenced ? { fencing } : {}) };
+        const lock = await new Redlock(options).acquire("hot", 2000);
         outcomes.push("acquired");
         await lock.release();
       } catch (error) {
@@ -212,6 +214,21 @@ describe("a hot key with default options", () => {
       }
     });
     expect(Math.max(...setsPerToken.values())).toBe(1);
+  });
+
+  it("fenced waiters at a gate out of step keep placeholders too: behind a long hold won without the gate, nobody gives up", async () => {
+    // As above, fenced. A fenced take after a poll that took the gate is a fenced attempt, 2N
+    // requests; one that found the others held cleaned up everywhere, the gate included, so the
+    // line took the gate again at once: a waiter could afford two such attempts in its budget
+    // (CI's "fenced, 16 isolates" in request-budget.test.ts gave up that way now and then).
+    const nodes = await nodesThatLearnedHolds();
+    await run(initializeFencing(new Redlock({ nodes, clock: fakeClock, fencing })));
+    const gate = gateIndex(["hot"], 5);
+    nodes.forEach((n, i) => {
+      if (i !== gate) n.occupy("hot", "won-without-the-gate", 5_000);
+    });
+    expect(await threeWaiters(nodes, true)).toEqual(["acquired", "acquired", "acquired"]);
+    expect(requestsTo(nodes, (args) => args[0] === "PTTL")).toBeGreaterThanOrEqual(3);
   });
 
   it("a gate out of step with a node down: the line keeps its placeholders, and asks the nodes that answer", async () => {
