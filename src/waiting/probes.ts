@@ -54,7 +54,7 @@ export async function stillHeld(w: Waiter, index: number): Promise<boolean> {
  * one request to shorten it, none once placeholders have grown to the TTL the take set. Such a take
  * costs 2 or 3 requests with its poll instead of N + 1: behind a hold of seconds won without the
  * gate, the line takes the gate again every time a placeholder runs out. True when the placeholder
- * is kept; false to fan out as usual (the key is free there, a request failed or was aborted, or
+ * is kept; false to fan out as usual (the key is free there, the probe failed or was aborted, or
  * the budget has no room for both requests).
  */
 export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> {
@@ -63,11 +63,11 @@ export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> 
   if (s.unreleasedTakes === 0 || !withinBudget(w.o, w.requestsSent(), 2, nodes)) return false;
   if (!(await stillHeld(w, heldElsewhere(w) ?? (w.gate + 1) % nodes))) return false;
   const ms = currentPlaceholderMs(w);
-  // The take set the key for the TTL: a placeholder grown to the TTL needs no request to shorten it.
-  if (ms < w.request.ttlMs) {
-    const timeoutMs = w.o.requestTimeoutMs;
-    if ((await extendOne(w.engine, w.request, token, w.gate, ms, timeoutMs)).outcome !== "extended") return false;
-  }
+  // The take set the key for the TTL: a placeholder grown to the TTL needs no request to shorten
+  // it. Once that request is sent, the token is a placeholder's, whatever its answer: a request
+  // that timed out may still land, after a grant, and cut the gate's key under the claim that
+  // counted it at the TTL. (Had it not landed, our key outlasts the placeholder, as a holder's.)
+  if (ms < w.request.ttlMs) await extendOne(w.engine, w.request, token, w.gate, ms, w.o.requestTimeoutMs);
   keepPlaceholder(w, token, ms);
   return true;
 }

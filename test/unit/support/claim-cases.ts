@@ -3,7 +3,7 @@
  * a violation: the property test runs each of them every time. Each comment says how the keys
  * came to be below a claim, or two claims to overlap. "Passed on": the lock handed to the next
  * waiter of the isolate with the releasing holder's own token, which is what the first five need;
- * the last two need no hand-on at all.
+ * the last three need no hand-on at all.
  */
 import type { Holder, Scenario } from "./claim-model.js";
 
@@ -152,6 +152,27 @@ export const knownCases: readonly KnownCase[] = [
         holder({ resources: ["s"], extensions: [extension(0, 100), extension(0, 100)] }),
         holder({ atMs: 4, extensions: [extension(207, 177), extension(171, 100)], holdMs: 36, release: releases(1) }),
         holder({ atMs: 398, extensions: [extension(0, 100), extension(0, 107)] }),
+      ],
+    },
+  },
+  {
+    // A waiter took the gate out of step (free with no release through it) and, the holder still
+    // there, asked the gate to shorten its key to a placeholder. That request timed out; the take
+    // fanned out with the same token and was granted by the gate's key at the TTL, with the
+    // answers of two other nodes; the late request then cut the gate's key to the placeholder
+    // under the claim: "backing". No releases at all.
+    name: "a take's request to shorten its key on the gate lands after the take was granted",
+    handOvers: 0,
+    scenario: {
+      ...base,
+      nodeCount: 5,
+      seed: 1680100281,
+      delay: { ...base.delay, lateShare: 0.15, lateMs: 249 },
+      actors: [
+        holder({ ttlMs: 1000 }),
+        holder({ atMs: 46 }),
+        holder({ atMs: 241, resources: ["r", "s"] }),
+        holder({ atMs: 241 }),
       ],
     },
   },
