@@ -5,7 +5,7 @@
  *
  * Cost, uncontended: 2 round trips and at most 2N requests (Workers subrequests): N for phase 1,
  * then one per node that granted phase 1 (phase 2 asks no other node), so 2N when every node is
- * up and free, plus one per `NOSCRIPT` fallback after a node restart. Plain Redlock needs 1 round
+ * up and free, plus one per node for the first `NOSCRIPT` after a restart. Plain Redlock needs 1 round
  * trip and N requests. Each phase-2 retry (only when concurrent proposers raised the counters)
  * adds a round trip. Maintenance, only after a node lost its data, runs off the critical path:
  * one request per lost node for its quarantine, then one read round (N) plus one request per
