@@ -24,6 +24,8 @@ import { startTcpProxy, type TcpProxy } from "./tcp-proxy.js";
 interface CallRecord {
   requests: number;
   done: boolean;
+  /** The caller's index in its isolate, for the trace. */
+  caller: number;
 }
 
 /** The async context of one part of a call (its acquire, or its release); closed when that part returned. */
@@ -82,14 +84,16 @@ function delayingFetch(real: typeof fetch, rttByOrigin: Map<string, number>, loc
     const signal = init?.signal ?? (input instanceof Request ? input.signal : undefined);
     if (lockOrigins.has(origin)) countRequest();
     const traced = tracer && lockOrigins.has(origin) ? describeRequest(url, init?.body) : undefined;
-    if (traced) tracer?.record("send", traced);
+    // The caller whose call sent it (none for a request outside any call).
+    const caller = callContext.getStore()?.call.caller;
+    if (traced) tracer?.record("send", traced, caller);
     await pause(half, signal);
     const response = await real(input, init);
     const body = await response.arrayBuffer();
     await pause(half, signal);
     if (traced) {
       const reply = describeReply(traced, new TextDecoder().decode(body));
-      tracer?.record("recv", reply === undefined ? traced : `${traced} ${reply}`);
+      tracer?.record("recv", reply === undefined ? traced : `${traced} ${reply}`, caller);
     }
     return new Response(NULL_BODY_STATUS.has(response.status) ? null : body, {
       status: response.status,
@@ -190,7 +194,9 @@ export async function prepareIsolate(config: IsolateConfig): Promise<PreparedIso
         },
         Math.max(0, end - Date.now()),
       );
-      const loops = callers.map((figures) => callerLoop(client, config, startAt, end, figures, records, shared));
+      const loops = callers.map((figures, caller) =>
+        callerLoop(client, config, startAt, end, { caller, figures }, records, shared),
+      );
       return {
         figures: () => ({
           callers: structuredClone(callers),
@@ -232,7 +238,7 @@ async function callerLoop(
   config: IsolateConfig,
   startAt: number,
   end: number,
-  figures: CallerFigures,
+  { caller, figures }: { caller: number; figures: CallerFigures },
   records: CallRecord[],
   shared: { sections: number; overlaps: number; gaveUp: number; errors: number; firstError: string | undefined },
 ): Promise<void> {
@@ -255,13 +261,13 @@ async function callerLoop(
     let handle: unknown = null;
     let call: CallRecord | undefined;
     while (handle === null && Date.now() < end) {
-      call = { requests: 0, done: false };
+      call = { requests: 0, done: false, caller };
       records.push(call);
       try {
         handle = await inCall(call, () => client.acquire(config.key, config.ttlMs));
         if (handle === null) {
           call.done = true;
-          tracer?.record("gave-up");
+          tracer?.record("gave-up", undefined, caller);
           if (Date.now() < end) shared.gaveUp++;
         }
       } catch (error) {
@@ -272,7 +278,7 @@ async function callerLoop(
     }
     if (handle === null || call === undefined) break;
     wanting = undefined;
-    tracer?.record("granted");
+    tracer?.record("granted", undefined, caller);
     const waited = performance.now() - wantSince;
     try {
       const [holders, value] = await restPipeline(config.data, [
@@ -290,7 +296,7 @@ async function callerLoop(
       fail(error);
     }
     const held = call;
-    tracer?.record("release");
+    tracer?.record("release", undefined, caller);
     try {
       await inCall(held, () => client.release(handle));
     } catch (error) {

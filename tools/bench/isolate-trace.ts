@@ -4,7 +4,9 @@
  *
  * With `ISOLATE_TRACE=<dir>` in the environment of `npm run bench -- --parts isolates …`, every
  * client process writes `<dir>/<system>-<policy>-<pid>.log` when it exits: one line per event,
- * `<epoch ms> <pid> <event> [node port] [command] [script] [answer]`, where the event is `send` or
+ * `<epoch ms> <who> <event> [node port] [command] [script] [answer]`, where `who` is the process id
+ * and, for an event of a caller's call, the caller's index in its isolate (`<pid>.<caller>`: the
+ * callers of one isolate share its `fetch`, and a trace by process mixes their polls), and the event is `send` or
  * `recv` (a request to a lock node through the process's `fetch`: `send` when `fetch` is called,
  * before the simulated latency holds the request back half a round trip, so it reaches the node
  * that much later; `recv` when the answer is handed back, after the other half; for a library
@@ -31,6 +33,7 @@ import { gateScript } from "../../src/waiting/scripts/gate.js";
 export interface TraceEvent {
   /** Epoch milliseconds (performance.timeOrigin + performance.now(): comparable across processes). */
   readonly at: number;
+  /** Who: `<pid>`, or `<pid>.<caller>` for an event of a caller's call (the analysis's unit). */
   readonly pid: string;
   readonly event: "send" | "recv" | "granted" | "release" | "gave-up";
   /** For send and recv: the node's port and the command's name (`SET`, `EVALSHA`, …). */
@@ -46,7 +49,7 @@ export interface TraceEvent {
 export function traceRecorder(
   dir: string | undefined,
   label: string,
-): { record(event: TraceEvent["event"], detail?: string): void } | undefined {
+): { record(event: TraceEvent["event"], detail?: string, caller?: number): void } | undefined {
   if (!dir) return undefined;
   // The trace is written at exit: the folder is made now, while a failure can still be seen.
   mkdirSync(dir, { recursive: true });
@@ -60,9 +63,10 @@ export function traceRecorder(
     }
   });
   return {
-    record(event, detail) {
+    record(event, detail, caller) {
       const at = (performance.timeOrigin + performance.now()).toFixed(2);
-      lines.push(detail === undefined ? `${at} ${process.pid} ${event}` : `${at} ${process.pid} ${event} ${detail}`);
+      const who = caller === undefined ? `${process.pid}` : `${process.pid}.${caller}`;
+      lines.push(detail === undefined ? `${at} ${who} ${event}` : `${at} ${who} ${event} ${detail}`);
     },
   };
 }
