@@ -69,7 +69,8 @@ export function runScriptRead<T>(
 
 /**
  * The nodes that answered `NOSCRIPT`, each with the scripts run there by `EVAL` since (cached on
- * the node again). Keyed by the node object, so by client: nothing else is known of the node.
+ * the node again). Keyed by the node object: each client's own for a `{ url, token }`, shared by
+ * the clients given one `RedisNode` object (the same server, so the same script cache).
  */
 const flushed = new WeakMap<RedisNode, Set<string>>();
 
