@@ -45,6 +45,7 @@ import {
   retryHeld,
   sleepAtHead,
   sleepBehind,
+  spacingHorizon,
   takeDelays,
   unspacedAtFront,
 } from "./pacing.js";
@@ -140,6 +141,7 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     const answeredAt = w.now();
     hot.mark(w.hotKey, answeredAt, hotWindow(answer.holdMs));
     s.holdMs = answer.holdMs;
+    s.cycleMs = answer.cycleMs;
     if (answer.taken) leaveIfAborted(w, token);
     if (answer.taken && w.o.fencing) {
       // A gate out of step: as for a plain take below, our key stays there as a placeholder while
@@ -257,14 +259,19 @@ function leaveIfAborted(w: Waiter, token: string): void {
 /**
  * The least gap from our last poll to the next that the request budget asks (see
  * `pacing.budgetGap`): the polls it still allows keep the fan-out of a take and the lock's release
- * in reserve. None for the first polls of a turn near the front (`frontPolls` sent so far, see
- * `pacing.unspacedAtFront`).
+ * in reserve, spread over the rest of the wait, as the line's pace predicts it while it moves (see
+ * `pacing.spacingHorizon`). None for the first polls of a turn near the front (`frontPolls` sent so
+ * far, see `pacing.unspacedAtFront`).
  */
 function budgetGapFor(w: Waiter, frontPolls: number): number {
+  const s = w.state;
   const left = pollsLeft(w);
-  if (unspacedAtFront(w.state.rank, frontPolls, left)) return 0;
+  if (unspacedAtFront(s.rank, frontPolls, left)) return 0;
   const now = w.now();
-  return budgetGap(now - w.startedAt, pauseLimit(w) - now, left);
+  const toQuorum = quorumRtt(w.hot.nodeRtts(), w.engine.nodes.length, w.o.quorum) ?? s.rttMs;
+  const overdueForMs = s.overdue === undefined ? 0 : now - s.overdue.since;
+  const horizon = spacingHorizon(s.rank, s.holdMs, s.cycleMs, toQuorum, overdueForMs);
+  return budgetGap(now - w.startedAt, Math.min(pauseLimit(w) - now, horizon), left);
 }
 
 /**

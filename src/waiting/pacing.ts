@@ -340,6 +340,25 @@ export function budgetGap(waitedMs: number, waitLeftMs: number, pollsLeft: numbe
   return Math.max(MIN_POLL_MS, geometricGap(waitedMs, waitLeftMs, pollsLeft, 1000 / MAX_POLLS_PER_SECOND));
 }
 
+/**
+ * How far ahead the request budget's spacing plans a waiter's polls once the line's pace is known
+ * (a hold recorded), in ms: four times the rest of the wait as that pace predicts it, `rank + 1`
+ * turns, a turn being the line's measured interval between releases (`cycleMs`), or a hold and two
+ * round trips to a quorum (`rttMs`) when that is longer; and four times as long as the holder has
+ * been past its prediction (`overdueForMs`), so that behind a holder that keeps the lock the
+ * spacing stretches towards the patience. `Infinity` while no hold is recorded. (Planned over the
+ * patience, which starts again every time the line moves, polls near the front were a second apart
+ * late in a long wait: a waiter came for its turn long after it, and the gate gave the lock to
+ * whoever polled first, a round trip or two after each release.)
+ */
+export function spacingHorizon(rank: number, holdMs: number, cycleMs: number, rttMs: number, overdueForMs = 0): number {
+  if (rank < 0 || !(holdMs > 0)) return Number.POSITIVE_INFINITY;
+  return SPACING_TURNS * ((rank + 1) * Math.max(cycleMs, holdMs + 2 * rttMs) + overdueForMs);
+}
+
+/** Turns per place ahead in the horizon of {@link spacingHorizon}. */
+export const SPACING_TURNS = 4;
+
 /** A waiter's place in line lasts until its next poll is overdue by this margin. */
 export function leaseFor(nextPollMs: number, requestTimeoutMs: number): number {
   return nextPollMs + Math.max(2 * requestTimeoutMs, 1000);

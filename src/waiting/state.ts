@@ -45,6 +45,8 @@ export interface WaiterState {
   leaseUntil: number;
   /** The gate's last word on the average interval between takes. */
   holdMs: number;
+  /** The gate's last word on the average interval between releases with waiters in line (0 while unknown). */
+  cycleMs: number;
   /** The gate's count of releases at our last poll (-1 before the first). */
   lastTurns: number;
   /** Since when polls have found the current holder past the gate's prediction (see `pacing.nextOverdue`). */
@@ -126,6 +128,7 @@ export class Waiter {
       headSince: undefined,
       leaseUntil: 0,
       holdMs: 0,
+      cycleMs: 0,
       lastTurns: -1,
       overdue: undefined,
       patienceUntil: Number.POSITIVE_INFINITY,

@@ -32,8 +32,10 @@ import {
   releaseImminent,
   releaseInReach,
   retryHeld,
+  SPACING_TURNS,
   sleepAtHead,
   sleepBehind,
+  spacingHorizon,
   spreadCap,
   takeDelays,
   unspacedAtFront,
@@ -155,6 +157,36 @@ describe("budgetGap: wider as a short budget asks, 5 ms with requests to spare",
     }
     // The sample has waits the budget must stretch to cover, not only short ones.
     expect(budgetsSpent).toBeGreaterThan(20);
+  });
+});
+
+describe("spacingHorizon: four times the wait the line's pace predicts, and four times the holder's overrun", () => {
+  it.each([
+    // A turn: the line's interval between releases, or a hold and two round trips when longer.
+    { rank: 0, holdMs: 50, cycleMs: 0, rttMs: 20, overdueForMs: 0, expected: SPACING_TURNS * 90 },
+    { rank: 2, holdMs: 50, cycleMs: 80, rttMs: 20, overdueForMs: 0, expected: SPACING_TURNS * 3 * 90 },
+    { rank: 2, holdMs: 50, cycleMs: 200, rttMs: 20, overdueForMs: 0, expected: SPACING_TURNS * 3 * 200 },
+    // Behind a holder past its prediction, longer as the overrun grows.
+    { rank: 0, holdMs: 50, cycleMs: 90, rttMs: 20, overdueForMs: 30, expected: SPACING_TURNS * 120 },
+    { rank: 0, holdMs: 50, cycleMs: 90, rttMs: 20, overdueForMs: 5000, expected: SPACING_TURNS * 5090 },
+    // The line's pace unknown (before an answer, no hold recorded): no horizon but the wait's own end.
+    { rank: -1, holdMs: 50, cycleMs: 90, rttMs: 20, overdueForMs: 0, expected: Infinity },
+    { rank: 3, holdMs: 0, cycleMs: 0, rttMs: 20, overdueForMs: 0, expected: Infinity },
+  ])(
+    "place $rank, holds of $holdMs, releases $cycleMs apart, round trips of $rttMs, overdue for $overdueForMs → $expected",
+    (c) => {
+      expect(spacingHorizon(c.rank, c.holdMs, c.cycleMs, c.rttMs, c.overdueForMs)).toBe(c.expected);
+    },
+  );
+
+  it("late in a long wait, a waiter near the front of a moving line polls within two turns, where the patience spaced it about a second apart", () => {
+    // 7 polls left, 6 s waited, third in a line of 50 ms holds 20 ms away; the patience (11.1 s)
+    // starts again each time the line moves.
+    const waited = 6000;
+    const overPatience = budgetGap(waited, 11_100, 7);
+    const overHorizon = budgetGap(waited, Math.min(11_100, spacingHorizon(2, 50, 90, 20)), 7);
+    expect(overPatience).toBeGreaterThan(900);
+    expect(overHorizon).toBeLessThan(2 * 90);
   });
 });
 
