@@ -46,23 +46,18 @@ export function runScriptRead<T>(
   read: (reply: RedisReply, node: RedisNode, keys: readonly string[]) => T,
 ): Promise<T> {
   context.countRequest();
-  const rerun = flushed.get(node);
-  if (rerun !== undefined && !rerun.has(script.sha1)) return evalScript(node, script, keys, args, context, read, rerun);
-  let sent: Promise<RedisReply>;
-  try {
-    sent = node.command(scriptCommand("EVALSHA", script.sha1, keys, args), context.signal);
-  } catch (error) {
-    // A node that throws instead of rejecting still fails as a request, not as its caller.
-    sent = Promise.reject(error);
+  const since = flushed.get(node);
+  if (since !== undefined && !since.has(script.sha1)) {
+    return byEval(node, script, keys, args, context.signal, since).then((reply) => read(reply, node, keys));
   }
-  return sent.then(
+  return send(node, scriptCommand("EVALSHA", script.sha1, keys, args), context.signal).then(
     (reply) => read(reply, node, keys),
     (error: unknown) => {
       if (!(error instanceof NodeError) || !error.redisError?.toUpperCase().includes("NOSCRIPT")) throw error;
       context.countRequest();
-      const since = new Set<string>();
-      flushed.set(node, since);
-      return evalScript(node, script, keys, args, context, read, since);
+      const none = new Set<string>();
+      flushed.set(node, none);
+      return byEval(node, script, keys, args, context.signal, none).then((reply) => read(reply, node, keys));
     },
   );
 }
@@ -74,22 +69,28 @@ export function runScriptRead<T>(
  */
 const flushed = new WeakMap<RedisNode, Set<string>>();
 
-/** `script` by `EVAL` (already counted), noted in `since` once the node has run it. */
-function evalScript<T>(
+/** `script` by `EVAL`, noted in `since` once the node has run it. */
+function byEval(
   node: RedisNode,
   script: Script,
   keys: readonly string[],
   args: readonly RedisArgument[],
-  context: TaskContext,
-  read: (reply: RedisReply, node: RedisNode, keys: readonly string[]) => T,
+  signal: AbortSignal,
   since: Set<string>,
-): Promise<T> {
-  return Promise.resolve()
-    .then(() => node.command(scriptCommand("EVAL", script.source, keys, args), context.signal))
-    .then((reply) => {
-      since.add(script.sha1);
-      return read(reply, node, keys);
-    });
+): Promise<RedisReply> {
+  return send(node, scriptCommand("EVAL", script.source, keys, args), signal).then((reply) => {
+    since.add(script.sha1);
+    return reply;
+  });
+}
+
+/** One request: a node that throws instead of rejecting still fails as a request, not as its caller. */
+function send(node: RedisNode, line: RedisArgument[], signal: AbortSignal): Promise<RedisReply> {
+  try {
+    return node.command(line, signal);
+  } catch (error) {
+    return Promise.reject(error);
+  }
 }
 
 function replyAsIs(reply: RedisReply): RedisReply {

@@ -54,6 +54,21 @@ describe("scripts on a node whose script cache was flushed", () => {
     }
   });
 
+  it("two clients on other servers with the same node ids: what one learns of its nodes leaves the other's alone", async () => {
+    const [first, second] = [fakeNodes(3), fakeNodes(3)] as const;
+    const clients = [first, second].map((nodes) => new Redlock({ nodes, clock: fakeClock }));
+    for (const redlock of clients) await run((await run(redlock.acquire(["a", "b"], 10_000), 1)).release(), 1);
+    for (const n of [...first, ...second]) n.log.length = 0;
+    for (const n of first) n.scriptCache.clear();
+    // The first client meets NOSCRIPT on its acquisition; the second acquires and releases while
+    // the first's memory holds only that script.
+    const held = await run((clients[0] as Redlock).acquire(["a", "b"], 10_000), 1);
+    await run((await run((clients[1] as Redlock).acquire(["a", "b"], 10_000), 1)).release(), 1);
+    await run(held.release(), 1);
+    for (const n of first) expect(commands(n.log)).toEqual(["EVALSHA", "EVAL", "EVAL"]);
+    for (const n of second) expect(commands(n.log)).toEqual(["EVALSHA", "EVALSHA"]);
+  });
+
   it("only the node that answered NOSCRIPT is asked by EVAL", async () => {
     const nodes = fakeNodes(3);
     const redlock = new Redlock({ nodes, clock: fakeClock });
