@@ -268,9 +268,7 @@ function budgetGapFor(w: Waiter, frontPolls: number): number {
   const left = pollsLeft(w);
   if (unspacedAtFront(s.rank, frontPolls, left)) return 0;
   const now = w.now();
-  const toQuorum = quorumRtt(w.hot.nodeRtts(), w.engine.nodes.length, w.o.quorum) ?? s.rttMs;
-  const overdueForMs = s.overdue === undefined ? 0 : now - s.overdue.since;
-  const horizon = spacingHorizon(s.rank, s.holdMs, s.cycleMs, toQuorum, overdueForMs);
+  const horizon = spacingHorizon(s.rank, s.holdMs, s.cycleMs, rttToQuorum(w), overdueFor(w, now) ?? 0);
   return budgetGap(now - w.startedAt, Math.min(pauseLimit(w) - now, horizon), left);
 }
 
@@ -281,14 +279,24 @@ function budgetGapFor(w: Waiter, frontPolls: number): number {
 export function sleepFor(w: Waiter, answer: GateAnswer): number {
   const s = w.state;
   const now = w.now();
-  const overdueForMs = s.overdue === undefined ? undefined : now - s.overdue.since;
+  const overdueForMs = overdueFor(w, now);
   if (answer.rank <= 0) {
     s.headSince ??= now;
     return sleepAtHead(answer, s.rttMs, now - s.headSince, overdueForMs);
   }
   s.headSince = undefined;
-  const toQuorum = quorumRtt(w.hot.nodeRtts(), w.engine.nodes.length, w.o.quorum) ?? s.rttMs;
-  return sleepBehind(answer, s.rttMs, overdueForMs, Math.random(), toQuorum);
+  return sleepBehind(answer, s.rttMs, overdueForMs, Math.random(), rttToQuorum(w));
+}
+
+/** Our round trip to a quorum of the nodes (see `pacing.quorumRtt`), the gate's while theirs are unknown. */
+function rttToQuorum(w: Waiter): number {
+  return quorumRtt(w.hot.nodeRtts(), w.engine.nodes.length, w.o.quorum) ?? w.state.rttMs;
+}
+
+/** How long polls have found the holder past the gate's prediction at `now`, if they have (see `pacing.nextOverdue`). */
+function overdueFor(w: Waiter, now: number): number | undefined {
+  const overdue = w.state.overdue;
+  return overdue === undefined ? undefined : now - overdue.since;
 }
 
 /**

@@ -28,6 +28,15 @@ interface CallRecord {
   caller: number;
 }
 
+/** What the callers of one process count together. */
+interface SharedCounts {
+  sections: number;
+  overlaps: number;
+  gaveUp: number;
+  errors: number;
+  firstError: string | undefined;
+}
+
 /** The async context of one part of a call (its acquire, or its release); closed when that part returned. */
 interface CallPart {
   call: CallRecord;
@@ -167,7 +176,7 @@ export async function prepareIsolate(config: IsolateConfig): Promise<PreparedIso
     start(startAt, windowMs) {
       const end = startAt + windowMs;
       const records: CallRecord[] = [];
-      const shared = { sections: 0, overlaps: 0, gaveUp: 0, errors: 0, firstError: undefined as string | undefined };
+      const shared: SharedCounts = { sections: 0, overlaps: 0, gaveUp: 0, errors: 0, firstError: undefined };
       const callers: CallerFigures[] = Array.from({ length: config.callers }, () => ({
         handoffs: 0,
         sequence: [],
@@ -240,7 +249,7 @@ async function callerLoop(
   end: number,
   { caller, figures }: { caller: number; figures: CallerFigures },
   records: CallRecord[],
-  shared: { sections: number; overlaps: number; gaveUp: number; errors: number; firstError: string | undefined },
+  shared: SharedCounts,
 ): Promise<void> {
   const fail = (error: unknown) => {
     shared.errors++;

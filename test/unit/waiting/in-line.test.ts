@@ -249,64 +249,46 @@ describe("a waiter whose request budget is spent", () => {
   });
 });
 
-/**
- * `isolates` isolates (every node 10 ms away) with `callers` callers each call `acquire()` once
- * on KEY at once, hold it 30–70 ms (seeded) and release it. Returns, in grant order, the time
- * from each release to the next grant.
- */
-async function longLine(isolates: number, callers: number) {
-  const nodes = fakeNodes(NODES);
-  const holds = seededRandom(5);
-  const draws = vi.spyOn(Math, "random").mockImplementation(seededRandom(1));
-  const handoffs: number[] = [];
-  let releasedAt: number | undefined;
-  const views = Array.from({ length: isolates }, () => isolateView(nodes, () => 10));
-  const calls = Array.from({ length: isolates * callers }, async (_, k) => {
-    await after(k);
-    const redlock = new Redlock({ nodes: views[k % isolates] as RedisNode[], clock: fakeClock });
-    const lock = await redlock.acquire(KEY, 10_000);
-    if (releasedAt !== undefined) handoffs.push(Date.now() - releasedAt);
-    await after(30 + Math.floor(40 * holds()));
-    releasedAt = Date.now();
-    await lock.release();
-  });
-  try {
-    await settle(Promise.all(calls), timerByTimer());
-  } finally {
-    draws.mockRestore();
-  }
-  return handoffs;
+/** Holds of `fromMs` to `fromMs + spreadMs`, seeded. */
+function holds(fromMs: number, spreadMs: number): () => number {
+  const random = seededRandom(5);
+  return () => fromMs + Math.floor(spreadMs * random());
 }
 
 /**
- * `isolates` isolates (every node 5–15 ms away, drawn per message) with one caller each acquire KEY
- * over and over for `ms`, holding it 40–56 ms (seeded): the line stays as long as the callers, and
- * a call waits a whole turn of it. Returns the time from each release to the next grant, and the
- * codes of the calls that gave up.
+ * `isolates` isolates with `callers` callers each on KEY, every node `oneWayMs()` away (drawn per
+ * message), each hold lasting `holdMs()`. Every caller calls `acquire()` once, all at once; or, with
+ * `forMs`, over and over for that long, so that the line stays as long as the callers and a call
+ * waits a whole turn of it. Returns, in grant order, the time from each release to the next grant,
+ * and the codes of the calls that gave up.
  */
-async function busyLine(isolates: number, ms: number) {
+async function longLine(o: {
+  isolates: number;
+  callers: number;
+  oneWayMs: () => number;
+  holdMs: () => number;
+  forMs?: number;
+}) {
   const nodes = fakeNodes(NODES);
-  const holds = seededRandom(5);
-  const latency = seededRandom(10);
   const draws = vi.spyOn(Math, "random").mockImplementation(seededRandom(1));
   const handoffs: number[] = [];
   const gaveUp: string[] = [];
   let releasedAt: number | undefined;
-  const end = Date.now() + ms;
-  const calls = Array.from({ length: isolates }, async (_, k) => {
+  const end = Date.now() + (o.forMs ?? 0);
+  const views = Array.from({ length: o.isolates }, () => isolateView(nodes, o.oneWayMs));
+  const calls = Array.from({ length: o.isolates * o.callers }, async (_, k) => {
     await after(k);
-    const view = isolateView(nodes, () => 5 + 10 * latency());
-    const redlock = new Redlock({ nodes: view, clock: fakeClock });
-    while (Date.now() < end) {
+    const redlock = new Redlock({ nodes: views[k % o.isolates] as RedisNode[], clock: fakeClock });
+    do {
       const lock = await redlock.acquire(KEY, 10_000).catch((error: unknown) => {
         gaveUp.push((error as RedlockError).code);
       });
       if (!lock) continue;
       if (releasedAt !== undefined) handoffs.push(Date.now() - releasedAt);
-      await after(40 + Math.floor(16 * holds()));
+      await after(o.holdMs());
       releasedAt = Date.now();
       await lock.release();
-    }
+    } while (Date.now() < end);
   });
   try {
     await settle(Promise.all(calls), timerByTimer());
@@ -322,8 +304,11 @@ describe("a long line across isolates", () => {
     // polls left over the patience, which starts again each time the line moves: late in the
     // wait a waiter near the front polled a second apart, came for its turn long after it, and
     // the gate gave the lock to whoever polled first, a round trip or two after the release: the
-    // second half of this run's handoffs averaged 104 ms (31 now; a take at the release: 20–30).
-    const { handoffs, gaveUp } = await busyLine(64, 10_000);
+    // second half of this run's handoffs averaged 104 ms (34 now; a take at the release: 20–30).
+    const latency = seededRandom(10);
+    const oneWayMs = () => 5 + 10 * latency();
+    const line = { isolates: 64, callers: 1, oneWayMs, holdMs: holds(40, 16), forMs: 10_000 };
+    const { handoffs, gaveUp } = await longLine(line);
     expect(gaveUp).toEqual([]);
     expect(handoffs.length).toBeGreaterThanOrEqual(100);
     const late = handoffs.slice(handoffs.length / 2);
@@ -332,7 +317,9 @@ describe("a long line across isolates", () => {
 
   it("a waiter that reached the front late in a long wait comes for its turn on time", async () => {
     // 8 isolates × 4 callers, as the bench's isolates part runs them.
-    const handoffs = await longLine(8, 4);
+    const line = { isolates: 8, callers: 4, oneWayMs: () => 10, holdMs: holds(30, 40) };
+    const { handoffs, gaveUp } = await longLine(line);
+    expect(gaveUp).toEqual([]);
     expect(handoffs.length).toBe(31);
     // Far into the wait (the second half of the line, 1–2 s of waiting), the request budget's
     // spacing of polls has grown past 100 ms. A waiter in second place or first still comes for
