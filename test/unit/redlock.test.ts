@@ -323,6 +323,34 @@ describe("extend and release", () => {
     for (const n of nodes) expect(n.get("r")).toBe(lock.token);
   });
 
+  it("extends a node whose acquire request is still on its way once that request has landed, not before it", async () => {
+    // The acquisition settles at a quorum; an extension sent at once could overtake the slower
+    // SETs and find no key there, and those SETs would then set the keys to the acquisition's TTL.
+    const nodes = fakeNodes(5);
+    for (const n of nodes.slice(3)) {
+      n.latency = (args) => ({ requestMs: args[0] === "SET" ? 80 : 1, replyMs: 1 });
+    }
+    const redlock = client(nodes);
+    const lock = await run(redlock.acquire("r", 1000), 1);
+    expect(lock.acquireReport.nodes.map((n) => n.outcome)).toEqual([
+      "acquired",
+      "acquired",
+      "acquired",
+      "pending",
+      "pending",
+    ]);
+    const extendedAt = Date.now();
+    await run(lock.extend(30_000), 1);
+    await run(redlock.settled(), 1);
+    await vi.advanceTimersByTimeAsync(2000);
+    for (const n of nodes) {
+      expect(n.get("r")).toBe(lock.token);
+      expect(n.store.get("r")!.expiresAt).toBeGreaterThanOrEqual(extendedAt + 30_000);
+    }
+    // The client's cluster check, the SET, one extension: the extension was not sent twice.
+    expect(nodes[4]!.log.map((c) => c[0])).toEqual(["EVALSHA", "SET", "EVALSHA"]);
+  });
+
   it("refuses to extend an expired lock locally and never revives the key", async () => {
     const nodes = fakeNodes(3);
     const lock = await run(client(nodes).acquire("r", 1000), 1);

@@ -7,6 +7,7 @@
 import { ExtendError, ExtensionLimitError, LockExpiredError, LockLostError } from "../../base/errors.js";
 import type { AttemptReport } from "../../base/report.js";
 import type { Engine, Vote } from "../engine.js";
+import type { AcquireFan } from "../fanout.js";
 import type { Lock } from "../lock.js";
 import { extendOnNode } from "../node-operations.js";
 import type { RedlockOptions, ResolvedOptions } from "../options.js";
@@ -39,10 +40,23 @@ function voteExtend(
   ttlMs: number,
   attempt: number,
   extend: NodeExtend = extendOnNode,
+  acquisition?: AcquireFan,
 ): Promise<Vote> {
   return engine.vote(o, "extend", resources, attempt, ttlMs, {
     yes: "extended",
-    task: (i, context) => extend(engine.node(i), keys, token, ttlMs, context),
+    task: (i, context) => {
+      if (acquisition === undefined || acquisition.isFinished(i)) {
+        return extend(engine.node(i), keys, token, ttlMs, context);
+      }
+      // A lock's requests to one node go in order. The acquisition settled at a quorum; a node
+      // still answering its SET is asked to extend once that SET has finished: sent at once, the
+      // extension could overtake it, find no key, and leave the key to expire at the acquisition's TTL.
+      return (acquisition.finished[i] as Promise<void>).then(() =>
+        context.signal.aborted
+          ? Promise.reject(context.signal.reason)
+          : extend(engine.node(i), keys, token, ttlMs, context),
+      );
+    },
   });
 }
 
@@ -105,7 +119,17 @@ export async function extendLock(
   const extension = lock.extensionStarted(o.clock.now(), ttlMs);
   let vote: Vote;
   try {
-    vote = await voteExtend(engine, o, lock.resources, lock.keys, lock.token, ttlMs, lock.extensions + 1, extend);
+    vote = await voteExtend(
+      engine,
+      o,
+      lock.resources,
+      lock.keys,
+      lock.token,
+      ttlMs,
+      lock.extensions + 1,
+      extend,
+      lock.acquireFan,
+    );
   } catch (error) {
     // The caller's abort or a configuration error: nothing says which requests were applied.
     lock.extensionFinished(extension, true);
