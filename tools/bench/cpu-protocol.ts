@@ -1,9 +1,13 @@
 /** Messages between the client-CPU part and its subject processes (./cpu-subject.ts). */
 
-/** A subject: edge-redlock over RedisNode objects or its fetch transport, or a peer. */
+/**
+ * A subject: edge-redlock over RedisNode objects or its fetch transport, `edge-redlock/core`
+ * (backoff waiting) over RedisNode objects, or a peer.
+ */
 export type CpuSubjectKind =
   | "edge-redlock:memory"
   | "edge-redlock:rest"
+  | "edge-redlock-core:memory"
   | "upstash-lock"
   | "sesame-redlock"
   | "redlock-universal";

@@ -37,11 +37,12 @@ async function prepare(kind: CpuSubjectKind, n: number, libraryPath: string, war
     requests++;
     return answer(input, init);
   };
-  if (kind === "edge-redlock:memory" || kind === "edge-redlock:rest") {
+  if (kind === "edge-redlock:memory" || kind === "edge-redlock:rest" || kind === "edge-redlock-core:memory") {
+    // `libraryPath`: the bundle of the entry the subject measures (the default or edge-redlock/core).
     const library = (await import(pathToFileURL(libraryPath).href)) as typeof Library;
     client = edgeRedlockClient(
       library,
-      kind === "edge-redlock:memory"
+      kind !== "edge-redlock:rest"
         ? stores.map((store, i) => memoryRedisNode(store, `memory-${i}`))
         : stores.map((_, i) => ({ url: `http://memory-${i}`, token: "memory" })),
     );

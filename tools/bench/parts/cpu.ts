@@ -13,13 +13,14 @@ import { fmt, median } from "../stats.js";
 import { SYSTEMS } from "../systems.js";
 
 /**
- * edge-redlock as a user's bundler ships it: src/index.ts bundled by esbuild (no tsx transform,
- * whose keepNames wrappers would cost CPU on every closure), written to `dir`.
+ * edge-redlock as a user's bundler ships it: `entry` (src/index.ts, or src/core/index.ts for
+ * `edge-redlock/core`) bundled by esbuild (no tsx transform, whose keepNames wrappers would cost
+ * CPU on every closure), written to `dir`.
  */
-async function bundleLibrary(dir: string): Promise<string> {
-  const out = join(dir, "edge-redlock.mjs");
+async function bundleLibrary(dir: string, entry: "index" | "core/index"): Promise<string> {
+  const out = join(dir, `${entry.replace("/", "-")}.mjs`);
   const result = await build({
-    entryPoints: [fileURLToPath(new URL("../../../src/index.ts", import.meta.url))],
+    entryPoints: [fileURLToPath(new URL(`../../../src/${entry}.ts`, import.meta.url))],
     bundle: true,
     format: "esm",
     platform: "neutral",
@@ -39,6 +40,7 @@ interface CpuSubject {
 
 const SUBJECTS: CpuSubject[] = [
   { label: "edge-redlock", kind: "edge-redlock:memory", what: "RedisNode in memory" },
+  { label: "edge-redlock/core", kind: "edge-redlock-core:memory", what: "RedisNode in memory (backoff waiting)" },
   { label: "edge-redlock", kind: "edge-redlock:rest", what: "restNode + in-memory fetch" },
   { label: SYSTEMS["upstash-lock"].label, kind: "upstash-lock", what: "@upstash/redis + in-memory fetch, 1 node" },
   { label: SYSTEMS["sesame-redlock"].label, kind: "sesame-redlock", what: "ioredis-shaped in-memory client" },
@@ -96,10 +98,12 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
   const dir = mkdtempSync(join(tmpdir(), "edge-redlock-bench-"));
   const processes = SUBJECTS.map((subject) => new SubjectProcess(`${subject.label} (${subject.what})`));
   try {
-    const libraryPath = await bundleLibrary(dir);
+    const bundles = { index: await bundleLibrary(dir, "index"), core: await bundleLibrary(dir, "core/index") };
     // One at a time: a subject warming up would take CPU from another's round.
-    for (const [i, subject] of SUBJECTS.entries())
+    for (const [i, subject] of SUBJECTS.entries()) {
+      const libraryPath = subject.kind === "edge-redlock-core:memory" ? bundles.core : bundles.index;
       await processes[i]!.ask({ type: "prepare", kind: subject.kind, nodes: n, libraryPath, warmUp });
+    }
     const perSubject = SUBJECTS.map(() => [] as number[]);
     const requestsPerRun = SUBJECTS.map(() => 0);
     for (let round = 0; round < rounds; round++) {
@@ -112,6 +116,13 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
       }
     }
     for (const subject of processes) await subject.ask({ type: "close" });
+    const isPeer = (subject: CpuSubject) => !subject.kind.startsWith("edge-redlock");
+    const peerIndexes = SUBJECTS.flatMap((subject, i) => (isPeer(subject) ? [i] : []));
+    // The machine's speed drifts between rounds (a whole round of every subject ran up to 1.7×
+    // slower than the one before, peers alike): each round is compared with the leanest peer of
+    // the same round, measured minutes apart at most, besides the absolute figures.
+    const leanestOfRound = (round: number) => Math.min(...peerIndexes.map((i) => perSubject[i]![round]!));
+    const ratioToLeanest = (i: number) => median(perSubject[i]!.map((value, round) => value / leanestOfRound(round)));
     const table = {
       title: `Client CPU per acquire + release (µs, N = ${n}, in-memory nodes)`,
       columns: [
@@ -119,6 +130,7 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
         "nodes",
         "µs CPU (median of rounds)",
         "min–max of rounds",
+        "÷ the leanest peer of the same round (median)",
         "HTTP requests per run",
         "µs CPU per request",
       ],
@@ -130,13 +142,15 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
           subject.what,
           fmt(median(values), 1),
           `${fmt(Math.min(...values), 1)}–${fmt(Math.max(...values), 1)}`,
+          `${fmt(ratioToLeanest(i), 2)}×`,
           sent > 0 ? fmt(sent, 1) : "–",
           sent > 0 ? fmt(median(values) / sent, 1) : "–",
         ];
       }),
     };
     part.tables.push(table);
-    const own = median(perSubject[0]!);
+    const indexOf = (kind: CpuSubjectKind) => SUBJECTS.findIndex((subject) => subject.kind === kind);
+    const own = median(perSubject[indexOf("edge-redlock:memory")]!);
     part.checks.push({
       target: `client CPU ≤ 20 µs per acquire + release (edge-redlock, N = ${n}, in-memory nodes)`,
       measured: `${fmt(own, 1)} µs`,
@@ -144,8 +158,8 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
     });
     // Per HTTP request, the REST transport against @upstash/redis's, both over the same in-memory fetch.
     const perRequest = (i: number) => median(perSubject[i]!) / requestsPerRun[i]!;
-    const rest = SUBJECTS.findIndex((s) => s.kind === "edge-redlock:rest");
-    const upstash = SUBJECTS.findIndex((s) => s.kind === "upstash-lock");
+    const rest = indexOf("edge-redlock:rest");
+    const upstash = indexOf("upstash-lock");
     if (requestsPerRun[rest]! > 0 && requestsPerRun[upstash]! > 0) {
       part.checks.push({
         target: "REST transport: CPU per request ≤ @upstash/redis's (same in-memory fetch)",
@@ -153,11 +167,14 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
         pass: perRequest(rest) <= perRequest(upstash),
       });
     }
-    const peers = perSubject.slice(2).map((values) => median(values));
-    const leanest = Math.min(...peers);
+    const leanest = Math.min(...peerIndexes.map((i) => median(perSubject[i]!)));
     if (own > leanest) {
+      const core = indexOf("edge-redlock-core:memory");
+      const overCore = median(
+        perSubject[indexOf("edge-redlock:memory")]!.map((value, round) => value / perSubject[core]![round]!),
+      );
       part.notes.push(
-        `edge-redlock is behind: ${fmt(own, 1)} µs against ${fmt(leanest, 1)} µs for the leanest peer. Per acquire + release it starts 2 fan-outs of ${n} node tasks, each with a deadline timer and a recycled AbortController, and builds an attempt report with a per-node outcome list; the TCP peers' figure also leaves out ioredis, and the fetch transport (second row) costs more than the lock logic itself.`,
+        `edge-redlock is behind: ${fmt(own, 1)} µs against ${fmt(leanest, 1)} µs for the leanest peer (${fmt(ratioToLeanest(indexOf("edge-redlock:memory")), 2)}× it, round by round). edge-redlock/core, the same algorithm with backoff waiting, is ${fmt(ratioToLeanest(core), 2)}× the leanest peer; the default client's waiting in line costs ${fmt(overCore, 2)}× edge-redlock/core even uncontended (it records the resource as busy in the isolate, marks the fan-out as racing for the gate, and releases through the gate's script, which records the hold). The TCP peers' figure also leaves out ioredis, and the fetch transport (the REST row) costs more than the lock logic itself.`,
       );
     }
   } finally {
