@@ -79,9 +79,12 @@ export class MemoryStore {
     for (const script of known) this.scripts.set(script.sha1, { name: script.name, run: LIBRARY_SCRIPTS[script.name] });
   }
 
-  /** A store that knows edge-redlock's scripts as of the scripts/ folders of src/. */
-  static async create(): Promise<MemoryStore> {
-    return new MemoryStore(await libraryScripts());
+  /**
+   * A store that knows edge-redlock's scripts as of the scripts/ folders of src/ (or of `srcDir`,
+   * another revision's src/ folder ending in a slash).
+   */
+  static async create(srcDir?: string): Promise<MemoryStore> {
+    return new MemoryStore(await libraryScripts(srcDir));
   }
 
   get(key: string): string | undefined {

@@ -8,9 +8,12 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { Redis } from "ioredis";
 import type { HostNode } from "./node-host-protocol.js";
 
-/** Every Script object exported by the scripts/ folders of src/: name, SHA-1 and source. */
-export async function libraryScripts(): Promise<{ name: string; sha1: string; source: string }[]> {
-  const src = fileURLToPath(new URL("../../src/", import.meta.url));
+/**
+ * Every Script object exported by the scripts/ folders of src/ (or of `srcDir`, another
+ * revision's src/ folder ending in a slash): name, SHA-1 and source.
+ */
+export async function libraryScripts(srcDir?: string): Promise<{ name: string; sha1: string; source: string }[]> {
+  const src = srcDir ?? fileURLToPath(new URL("../../src/", import.meta.url));
   const files = readdirSync(src, { recursive: true, encoding: "utf8" }).filter((f) =>
     /(^|\/)scripts\/[^/]+\.ts$/.test(f),
   );

@@ -12,15 +12,23 @@ import { exited, forkTs } from "../fork.js";
 import { fmt, median } from "../stats.js";
 import { SYSTEMS } from "../systems.js";
 
+/** src/ of this checkout, ending in a slash. */
+export const SRC_DIR = fileURLToPath(new URL("../../../src/", import.meta.url));
+
 /**
- * edge-redlock as a user's bundler ships it: `entry` (src/index.ts, or src/core/index.ts for
- * `edge-redlock/core`) bundled by esbuild (no tsx transform, whose keepNames wrappers would cost
- * CPU on every closure), written to `dir`.
+ * edge-redlock as a user's bundler ships it: `entry` (`index` for src/index.ts, or `core/index`
+ * for `edge-redlock/core`) of the src/ folder `srcDir` bundled by esbuild (no tsx transform,
+ * whose keepNames wrappers would cost CPU on every closure), written to `dir`.
  */
-async function bundleLibrary(dir: string, entry: "index" | "core/index"): Promise<string> {
-  const out = join(dir, `${entry.replace("/", "-")}.mjs`);
+export async function bundleLibrary(
+  dir: string,
+  entry: "index" | "core/index",
+  srcDir = SRC_DIR,
+  name = entry.replace("/", "-"),
+): Promise<string> {
+  const out = join(dir, `${name}.mjs`);
   const result = await build({
-    entryPoints: [fileURLToPath(new URL(`../../../src/${entry}.ts`, import.meta.url))],
+    entryPoints: [join(srcDir, `${entry}.ts`)],
     bundle: true,
     format: "esm",
     platform: "neutral",
