@@ -126,9 +126,9 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
     for (const subject of processes) await subject.ask({ type: "close" });
     const isPeer = (subject: CpuSubject) => !subject.kind.startsWith("edge-redlock");
     const peerIndexes = SUBJECTS.flatMap((subject, i) => (isPeer(subject) ? [i] : []));
-    // The machine's speed drifts between rounds (a whole round of every subject ran up to 1.7×
-    // slower than the one before, peers alike): each round is compared with the leanest peer of
-    // the same round, measured minutes apart at most, besides the absolute figures.
+    // A process on this machine runs at one of two speeds (the same build 15 µs per acquire +
+    // release in one process, 25 in the next) and can change speed between rounds: each round is
+    // also compared with the leanest peer's round, measured seconds apart, not only by its median.
     const leanestOfRound = (round: number) => Math.min(...peerIndexes.map((i) => perSubject[i]![round]!));
     const ratioToLeanest = (i: number) => median(perSubject[i]!.map((value, round) => value / leanestOfRound(round)));
     const table = {
