@@ -7,6 +7,9 @@
  * process and 25 µs in the next, minutes apart. A change of a few percent is lost in that. Here
  * both builds are loaded in one process, each with its own in-memory nodes, and take turns round
  * by round: the ratio of a round to its neighbour of the other build is what a change moved.
+ * The nodes know each build's scripts by their SHA-1 but run them as this checkout's
+ * memory-store.ts implements each name: a revision whose script of a name answered otherwise
+ * is measured on today's answers.
  * @module
  */
 import { execFileSync } from "node:child_process";
