@@ -262,6 +262,98 @@ export function analyseTrace(events: readonly TraceEvent[], quorum: number): Tra
   };
 }
 
+/** How far the gate's predictions were from the releases, and what became of the aimed takes. */
+export interface PredictionFigures {
+  /**
+   * Release landing on the gate less the landing the poll before an aimed take predicted, in ms
+   * (positive: the release came later), for holders whose isolate had held twice or more before,
+   * and for an isolate's first two holds (predicted by the line's average).
+   */
+  established: Quantiles & { count: number };
+  firstHolds: Quantiles & { count: number };
+  /** Aimed takes answered, those that took the gate, and of the others: before the holder's release, or after another take. */
+  aims: { answered: number; taken: number; early: number; afterAnotherTake: number };
+}
+
+/** A key set again since an answer reads this much more PTTL than the time between the two answers leaves. */
+const RESET_PTTL_MS = 60;
+
+/**
+ * The gate's predictions against the releases, from a trace that carries the gate's answers. A
+ * request lands half its round trip after its send. A prediction is a poll's answer from the first
+ * in line with the lock held and `freeIn` ahead, followed by an aimed take: it lands `freeIn` after
+ * the poll did. The release it predicts is the next release through the gate from the process of
+ * the last taker before that poll. Not for traces of systems other than edge-redlock.
+ */
+export function analysePredictions(events: readonly TraceEvent[]): PredictionFigures {
+  type Request = { pid: string; node?: string; script?: string; at: number; land: number; reply?: string };
+  const open = new Map<string, { at: number; event: TraceEvent }[]>();
+  const answered: Request[] = [];
+  for (const e of [...events].sort((a, b) => a.at - b.at)) {
+    if (e.event !== "send" && e.event !== "recv") continue;
+    const key = `${e.pid} ${e.node} ${e.script ?? e.command}`;
+    if (e.event === "send") {
+      const queue = open.get(key);
+      if (queue) queue.push({ at: e.at, event: e });
+      else open.set(key, [{ at: e.at, event: e }]);
+      continue;
+    }
+    const sent = open.get(key)?.shift();
+    if (sent !== undefined)
+      answered.push({
+        pid: e.pid,
+        node: e.node,
+        script: e.script,
+        at: sent.at,
+        land: (sent.at + e.at) / 2,
+        reply: e.reply,
+      });
+  }
+  answered.sort((a, b) => a.land - b.land);
+  const processOf = (pid: string) => pid.split(".")[0];
+  const takes = answered.filter((r) => r.script?.startsWith("gate:") && r.reply?.startsWith("1,"));
+  const releases = answered.filter((r) => r.script === "gate-release");
+  const figures = (r: Request) => (r.reply ?? "").split(",").map(Number);
+  const established: number[] = [];
+  const firstHolds: number[] = [];
+  const aims = { answered: 0, taken: 0, early: 0, afterAnotherTake: 0 };
+  const byPid = new Map<string, Request[]>();
+  for (const r of answered) {
+    if (!r.script?.startsWith("gate:") || r.script === "gate:leave" || r.reply === undefined) continue;
+    const list = byPid.get(r.pid);
+    if (list) list.push(r);
+    else byPid.set(r.pid, [r]);
+  }
+  for (const list of byPid.values()) {
+    for (let i = 1; i < list.length; i++) {
+      const aim = list[i] as Request;
+      if (aim.script !== "gate:aim") continue;
+      const poll = list[i - 1] as Request;
+      const [taken, , pttl] = figures(aim);
+      const [, rank, pollPttl = -2, freeIn = 0] = figures(poll);
+      aims.answered++;
+      if (taken === 1) aims.taken++;
+      else if (pttl !== -2 && pollPttl !== -2 && (pttl as number) > pollPttl - (aim.land - poll.land) + RESET_PTTL_MS)
+        aims.afterAnotherTake++;
+      else aims.early++;
+      if (rank !== 0 || pollPttl === -2 || freeIn <= 0) continue;
+      const holder = takes.filter((t) => t.node === poll.node && t.land <= poll.land).at(-1);
+      if (holder === undefined) continue;
+      const release = releases.find(
+        (r) => r.node === poll.node && processOf(r.pid) === processOf(holder.pid) && r.land > holder.land,
+      );
+      if (release === undefined) continue;
+      const earlier = takes.filter((t) => processOf(t.pid) === processOf(holder.pid) && t.land < holder.land).length;
+      (earlier < 2 ? firstHolds : established).push(release.land - (poll.land + freeIn));
+    }
+  }
+  return {
+    established: { ...quantiles(established), count: established.length },
+    firstHolds: { ...quantiles(firstHolds), count: firstHolds.length },
+    aims,
+  };
+}
+
 function show(q: Quantiles): string {
   return `${q.p10.toFixed(1)} / ${q.p50.toFixed(1)} / ${q.p90.toFixed(1)} (mean ${q.mean.toFixed(1)})`;
 }
@@ -297,5 +389,17 @@ if (process.argv[1]?.endsWith("isolate-trace.ts") && import.meta.url === pathToF
       console.log(`  a take to its quorum-th answer: ${show(f.takeToQuorum)}`);
     }
     console.log(`  critical section: ${show(f.section)}, sd ${f.section.sd.toFixed(1)}`);
+    const p = analysePredictions(events);
+    if (p.aims.answered > 0) {
+      console.log(
+        `  aimed takes: ${p.aims.answered}, took the gate ${p.aims.taken}, before the holder's release ${p.aims.early}, after another take ${p.aims.afterAnotherTake}`,
+      );
+      console.log(
+        `  release less its prediction, holders whose isolate held twice or more before (${p.established.count}): ${show(p.established)}`,
+      );
+      console.log(
+        `  release less its prediction, an isolate's first two holds (${p.firstHolds.count}): ${show(p.firstHolds)}`,
+      );
+    }
   }
 }

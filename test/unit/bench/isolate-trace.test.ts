@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest";
 import { releaseScript } from "../../../src/core/scripts/release.js";
 import { gateScript } from "../../../src/waiting/scripts/gate.js";
 import {
+  analysePredictions,
   analyseTrace,
   describeReply,
   describeRequest,
@@ -136,6 +137,37 @@ describe("the isolates trace analysis", () => {
     // Negative control: the same trace without the gate's answers counts none.
     const bare = text.replace(/ gate:take( \S+)?/g, "");
     expect(analyseTrace(parseTrace(bare), 3).unreleased.count).toBe(0);
+  });
+
+  it("measures the gate's predictions against the releases, and sorts the aimed takes that missed", () => {
+    /** A request to the gate node (port 5) sent at `sent` and answered at `answered`: it lands halfway. */
+    const gate = (pid: string, sent: number, answered: number, script: string, reply = "") => [
+      `${sent} ${pid} send 5 EVALSHA ${script}`,
+      `${answered} ${pid} recv 5 EVALSHA ${script} ${reply}`.trimEnd(),
+    ];
+    const lastHold = [
+      ...gate("a", 1000, 1020, "gate:take", "1,0,-2,-1"), // a takes, landing at 1010
+      ...gate("b", 1030, 1050, "gate:take", "0,0,9960,100"), // b first in line: free at 1040 + 100
+      ...gate("b", 1100, 1120, "gate:aim", "0,0,9930,0"), // lands at 1110, before a's release
+      ...gate("c", 1140, 1160, "gate:take", "0,0,9850,20"), // lands at 1150: free at 1170
+      ...gate("a", 1160, 1180, "gate-release"), // lands at 1170: 30 ms after b's prediction, on c's
+      ...gate("b", 1170, 1190, "gate:aim", "1,0,-2,0"), // lands at 1180 and takes
+      ...gate("c", 1190, 1210, "gate:aim", "0,0,9980,0"), // lands at 1200: b's fresh key
+    ];
+    const earlierHolds = [
+      ...gate("a", 400, 420, "gate:take", "1,0,-2,-1"),
+      ...gate("a", 450, 470, "gate-release"),
+      ...gate("a", 600, 620, "gate:take", "1,0,-2,-1"),
+      ...gate("a", 650, 670, "gate-release"),
+    ];
+    const established = analysePredictions(parseTrace([...earlierHolds, ...lastHold].join("\n")));
+    expect(established.aims).toEqual({ answered: 3, taken: 1, early: 1, afterAnotherTake: 1 });
+    expect(established.established).toEqual(expect.objectContaining({ count: 2, mean: 15, p10: 0 }));
+    expect(established.firstHolds.count).toBe(0);
+    // Negative control: the same hold with none before it is an isolate's first, predicted apart.
+    const first = analysePredictions(parseTrace(lastHold.join("\n")));
+    expect(first.firstHolds).toEqual(expect.objectContaining({ count: 2, mean: 15 }));
+    expect(first.established.count).toBe(0);
   });
 });
 
