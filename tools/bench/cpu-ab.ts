@@ -13,7 +13,7 @@
  * @module
  */
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -31,12 +31,22 @@ const { values } = parseArgs({
     runs: { type: "string", default: "3000" },
   },
 });
-if (!values.against || (values.entry !== "index" && values.entry !== "core/index")) {
-  throw new Error("usage: npm run bench:cpu-ab -- --against <rev> [--entry index|core/index] [--rounds R] [--runs N]");
-}
-const entry = values.entry;
 const rounds = Number(values.rounds);
 const runs = Number(values.runs);
+if (
+  !values.against ||
+  (values.entry !== "index" && values.entry !== "core/index") ||
+  !Number.isInteger(rounds) ||
+  rounds < 1 ||
+  !Number.isInteger(runs) ||
+  runs < 1
+) {
+  throw new Error(
+    "usage: npm run bench:cpu-ab -- --against <rev> [--entry index|core/index] [--rounds R ≥ 1] [--runs N ≥ 1]",
+  );
+}
+const entry = values.entry;
+const repository = join(SRC_DIR, "..");
 const N = 5;
 
 interface Build {
@@ -62,9 +72,20 @@ async function pairs(build: Build, count: number): Promise<void> {
 
 const dir = mkdtempSync(join(tmpdir(), "edge-redlock-cpu-ab-"));
 try {
-  // The other revision's src/ as it was committed, bundled as this checkout's is.
+  // The other revision's src/ as it was committed, bundled as this checkout's is. The revision is
+  // resolved to a commit first (after --end-of-options, so that "--output=…" is a name, not an
+  // option), and no shell sees it.
+  const git = (args: string[]) => execFileSync("git", args, { cwd: repository, encoding: "utf8", stdio: "pipe" });
+  let commit: string;
+  try {
+    commit = git(["rev-parse", "--verify", "--end-of-options", `${values.against}^{commit}`]).trim();
+  } catch {
+    throw new Error(`bench:cpu-ab: ${JSON.stringify(values.against)} names no commit of this repository`);
+  }
   const theirs = join(dir, "against");
-  execFileSync("sh", ["-c", `mkdir -p "${theirs}" && git archive "$0" src | tar -x -C "${theirs}"`, values.against]);
+  mkdirSync(theirs);
+  git(["archive", "--format=tar", `--output=${join(dir, "against.tar")}`, commit, "src"]);
+  execFileSync("tar", ["-x", "-f", join(dir, "against.tar"), "-C", theirs]);
   const builds = [
     await load("this checkout", await bundleLibrary(dir, entry, SRC_DIR, "ours"), SRC_DIR),
     await load(values.against, await bundleLibrary(dir, entry, join(theirs, "src/"), "theirs"), join(theirs, "src/")),
