@@ -129,8 +129,11 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
     // A process on this machine runs at one of two speeds (the same build 15 µs per acquire +
     // release in one process, 25 in the next) and can change speed between rounds: each round is
     // also compared with the leanest peer's round, measured seconds apart, not only by its median.
+    /** Subject `i`'s rounds, each over `reference` of the same round: their median. */
+    const roundByRound = (i: number, reference: (round: number) => number) =>
+      median(perSubject[i]!.map((value, round) => value / reference(round)));
     const leanestOfRound = (round: number) => Math.min(...peerIndexes.map((i) => perSubject[i]![round]!));
-    const ratioToLeanest = (i: number) => median(perSubject[i]!.map((value, round) => value / leanestOfRound(round)));
+    const ratioToLeanest = (i: number) => roundByRound(i, leanestOfRound);
     const table = {
       title: `Client CPU per acquire + release (µs, N = ${n}, in-memory nodes)`,
       columns: [
@@ -178,9 +181,7 @@ export async function cpuPart(ctx: BenchContext): Promise<PartResult> {
     const leanest = Math.min(...peerIndexes.map((i) => median(perSubject[i]!)));
     if (own > leanest) {
       const core = indexOf("edge-redlock-core:memory");
-      const overCore = median(
-        perSubject[indexOf("edge-redlock:memory")]!.map((value, round) => value / perSubject[core]![round]!),
-      );
+      const overCore = roundByRound(indexOf("edge-redlock:memory"), (round) => perSubject[core]![round]!);
       part.notes.push(
         `edge-redlock is behind: ${fmt(own, 1)} µs against ${fmt(leanest, 1)} µs for the leanest peer (${fmt(ratioToLeanest(indexOf("edge-redlock:memory")), 2)}× it, round by round). edge-redlock/core, the same algorithm with backoff waiting, is ${fmt(ratioToLeanest(core), 2)}× the leanest peer; the default client's waiting in line costs ${fmt(overCore, 2)}× edge-redlock/core even uncontended (it records the resource as busy in the isolate, marks the fan-out as racing for the gate, and releases through the gate's script, which records the hold). The TCP peers' figure also leaves out ioredis, and the fetch transport (the REST row) costs more than the lock logic itself.`,
       );
