@@ -299,11 +299,19 @@ function overdueFor(w: Waiter, now: number): number | undefined {
   return overdue === undefined ? undefined : now - overdue.since;
 }
 
+type RetryHeld = Pick<GateRole, "retryHeldMs" | "retryHeldEveryMs"> & { readonly mayAskAgain: () => boolean };
+
 /**
- * How the other nodes are asked again after "held" while the gate is ours (see `pacing.retryHeld`),
- * and what the call has sent and owes when they are (leaving the line included).
+ * How the nodes are asked again after "held" in an attempt while the gate is ours, or due (see
+ * `pacing.retryHeld`), and how many times in all. Each within the request budget with the lock's
+ * release; and in all, no more than what the budget keeps past this attempt (`limits.pollsLeft`)
+ * beyond one more turn: the cleanup of this attempt should it fail (up to `quorum - 1` requests),
+ * a poll and a take. Asked for all the budget allowed, a call behind a release late to the other
+ * nodes had no room left for the turn that would find it landed, and gave up with
+ * `RequestBudgetError` before its patience. When the budget cannot keep that turn anyway, this
+ * attempt is the call's last, and the nodes are asked again for as long as the budget allows.
  */
-function retryHeldFor(w: Waiter, holdMs: number): Pick<GateRole, "retryHeldMs" | "retryHeldEveryMs" | "requestsSent"> {
+function retryHeldFor(w: Waiter, holdMs: number): RetryHeld {
   const o = w.o;
   const pace = retryHeld({
     holdMs,
@@ -313,7 +321,15 @@ function retryHeldFor(w: Waiter, holdMs: number): Pick<GateRole, "retryHeldMs" |
     minValidityMs: o.minValidityMs,
     requestTimeoutMs: o.requestTimeoutMs,
   });
-  return { ...pace, requestsSent: () => w.requestsSent() };
+  const nextTurn = o.quorum - 1 + 1 + w.takeCost;
+  const spare = pollsLeft(w);
+  let left = spare >= nextTurn ? spare - nextTurn : Number.POSITIVE_INFINITY;
+  const mayAskAgain = () => {
+    if (left < 1 || !withinBudget(o, w.requestsSent(), 1, w.engine.nodes.length)) return false;
+    left--;
+    return true;
+  };
+  return { ...pace, mayAskAgain };
 }
 
 /**
@@ -379,7 +395,7 @@ async function speculativeTake(w: Waiter, delays?: number[]): Promise<Lock | Gat
           if (!askAgain || answer.taken || !releaseImminent(answer, s.rttMs)) break;
           if (w.now() + retry.retryHeldEveryMs > until) break;
           await sleep(retry.retryHeldEveryMs, context.signal);
-          if (!withinBudget(w.o, w.requestsSent(), 1, w.engine.nodes.length)) break;
+          if (!retry.mayAskAgain()) break;
         }
         return answer.taken ? "acquired" : "held";
       } finally {

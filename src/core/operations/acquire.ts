@@ -71,10 +71,12 @@ export interface GateRole {
   readonly retryHeldMs: number;
   readonly retryHeldEveryMs: number;
   /**
-   * What the call has sent and still owes (see `RequestMeter`), checked against its budget before
-   * a node is asked again. @default the request's meter
+   * Asked right before a node that said "held" is asked again, and counts that request when it
+   * says yes: whether the call's request budget allows it (the waiting layer also keeps part of
+   * it for the turns after this attempt, see `in-line.ts`). @default whether the request's meter
+   * has room for it and the lock's release
    */
-  readonly requestsSent?: (() => number) | undefined;
+  readonly mayAskAgain?: (() => boolean) | undefined;
   /**
    * How the other nodes take part, when not by `SET NX` (asked again as `gateTaken` says): a
    * lock handed over by a release reads what the release's requests did (see `handoff.ts`).
@@ -272,11 +274,14 @@ async function acquireBehindGate(
     if (now + gate.retryHeldEveryMs > until) return outcome;
     if (!gate.gateTrying?.() && !(await gate.gateTaken())) return outcome;
     await sleep(gate.retryHeldEveryMs, context.signal);
-    // Asked again only while the lock's release stays within the request budget, checked right
-    // before the send: the other nodes asked again meanwhile have each sent since any earlier check
-    // (a send counts at once, so this check and its send are one step).
-    const sent = gate.requestsSent?.() ?? request.meter?.sent;
-    if (sent !== undefined && !withinBudget(options, sent, 1, engine.nodes.length)) return outcome;
+    // Checked right before the send: the other nodes asked again meanwhile have each sent since
+    // any earlier check (a send counts at once, so this check and its send are one step).
+    if (gate.mayAskAgain !== undefined) {
+      if (!gate.mayAskAgain()) return outcome;
+    } else {
+      const sent = request.meter?.sent;
+      if (sent !== undefined && !withinBudget(options, sent, 1, engine.nodes.length)) return outcome;
+    }
   }
 }
 

@@ -100,10 +100,12 @@ describe("the gate asked again within an aimed take", () => {
     // sends; holds that end between the waiter's takes, and long after them.
     const { over, grants, askedAgain } = await sweepBudgets(range(14, 34), range(80, 320, 40), overdueHolder);
     expect(over).toEqual([]);
-    // Not vacuous: in most of these runs (of 147) a take asked the gate again, in many the waiter
-    // got the lock (119 and 83 when last run).
-    expect(askedAgain).toBeGreaterThanOrEqual(100);
-    expect(grants).toBeGreaterThanOrEqual(40);
+    // Not vacuous: in most of these runs (of 147) a take asked the gate again, in most the waiter
+    // got the lock (98 and 141 when last run). The gate is asked again less since the budget keeps
+    // one more turn past an aimed take (see `in-line.retryHeldFor`), and more calls get the lock:
+    // 105 and 102 before.
+    expect(askedAgain).toBeGreaterThanOrEqual(80);
+    expect(grants).toBeGreaterThanOrEqual(120);
   });
 
   it("negative control: without a budget, the same call asks the gate again and sends past the smaller budgets", async () => {
