@@ -299,7 +299,7 @@ function overdueFor(w: Waiter, now: number): number | undefined {
   return overdue === undefined ? undefined : now - overdue.since;
 }
 
-type RetryHeld = Pick<GateRole, "retryHeldMs" | "retryHeldEveryMs"> & { readonly mayAskAgain: () => boolean };
+type RetryHeld = Pick<GateRole, "retryHeldMs" | "retryHeldEveryMs" | "mayAskAgain">;
 
 /**
  * How the nodes are asked again after "held" in an attempt while the gate is ours, or due (see

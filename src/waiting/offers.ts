@@ -120,6 +120,7 @@ async function pauseOffering(w: Waiter, ms: number): Promise<HandedOver | undefi
       gateTaken: () => false,
       retryHeldMs: 0,
       retryHeldEveryMs: 0,
+      mayAskAgain: () => false,
     };
     const attempt = attemptAcquire(
       w.engine,

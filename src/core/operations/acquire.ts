@@ -14,7 +14,7 @@ import type { Engine, Vote } from "../engine.js";
 import type { FanOut, TaskContext } from "../fanout.js";
 import { Lock, type LockOperations } from "../lock.js";
 import { acquireOnNode, readSet, setOnNode } from "../node-operations.js";
-import { type AcquireRequest, type Fencing, type ResolvedOptions, withinBudget } from "../options.js";
+import type { AcquireRequest, Fencing, ResolvedOptions } from "../options.js";
 import { isFailure, reasonPending, refusalReason } from "../quorum.js";
 import { randomToken } from "../token.js";
 import { cleanUpAcquisition } from "./cleanup.js";
@@ -72,11 +72,10 @@ export interface GateRole {
   readonly retryHeldEveryMs: number;
   /**
    * Asked right before a node that said "held" is asked again, and counts that request when it
-   * says yes: whether the call's request budget allows it (the waiting layer also keeps part of
-   * it for the turns after this attempt, see `in-line.ts`). @default whether the request's meter
-   * has room for it and the lock's release
+   * says yes: whether the call's request budget allows it, with the lock's release and what the
+   * waiting keeps for its turns after this attempt (see `in-line.retryHeldFor`).
    */
-  readonly mayAskAgain?: (() => boolean) | undefined;
+  readonly mayAskAgain: () => boolean;
   /**
    * How the other nodes take part, when not by `SET NX` (asked again as `gateTaken` says): a
    * lock handed over by a release reads what the release's requests did (see `handoff.ts`).
@@ -276,12 +275,7 @@ async function acquireBehindGate(
     await sleep(gate.retryHeldEveryMs, context.signal);
     // Checked right before the send: the other nodes asked again meanwhile have each sent since
     // any earlier check (a send counts at once, so this check and its send are one step).
-    if (gate.mayAskAgain !== undefined) {
-      if (!gate.mayAskAgain()) return outcome;
-    } else {
-      const sent = request.meter?.sent;
-      if (sent !== undefined && !withinBudget(options, sent, 1, engine.nodes.length)) return outcome;
-    }
+    if (!gate.mayAskAgain()) return outcome;
   }
 }
 
