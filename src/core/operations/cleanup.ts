@@ -23,7 +23,7 @@ import type { RedisNode } from "../../transport/rest.js";
 import { callHook, type Engine } from "../engine.js";
 import { type AcquireFan, fanOut, type TaskContext } from "../fanout.js";
 import { extendOnNode, releaseOnNode } from "../node-operations.js";
-import type { AcquireRequest } from "../options.js";
+import { type AcquireRequest, withinBudget } from "../options.js";
 import { isFailure, refusalReason } from "../quorum.js";
 
 /**
@@ -123,18 +123,27 @@ async function sweep(
   last: NodeOutcome,
   release: NodeRelease,
 ): Promise<void> {
-  const { clock, requestTimeoutMs } = request.options;
-  let interval = Math.max(requestTimeoutMs, 10);
+  const { options } = request;
+  let interval = Math.max(options.requestTimeoutMs, 10);
   let outcome = last;
+  // While the call that failed here still runs, the node is swept once, and only when it answered
+  // the cleanup's release (a node that did not is most likely down, and the call's own attempts
+  // matter more than its budget spent there), with room left in the budget for one more attempt
+  // and the lock's release: a `SET` of this attempt that landed after that release holds the lock,
+  // the gate with it, and the call (with its line) would wait in line behind its own key for a
+  // whole TTL. The rest of the sweep is background work, once the call has returned.
+  let inCall = !mayHaveApplied(last);
   while (outcome.outcome !== "released") {
-    const left = sentAt + request.ttlMs - clock.now();
+    const left = sentAt + request.ttlMs - options.clock.now();
     if (left <= 0) return;
     await pause(Math.min(interval, left));
     interval *= 2;
-    // No sweep while the call that failed here still runs: it would spend the call's budget on a
-    // node that just failed, and the call's own attempts matter more. The key, if it landed,
-    // expires with its TTL; once the call returned, the rest of the sweep is background work.
-    if (request.meter?.returned === false) continue;
+    const meter = request.meter;
+    if (meter?.returned === false) {
+      const nodeCount = engine.nodes.length;
+      if (!inCall || !withinBudget(options, meter.sent, 1 + nodeCount, nodeCount)) continue;
+      inCall = false;
+    }
     outcome = await releaseOne(engine, request, token, index, timeoutMs, release);
   }
 }
