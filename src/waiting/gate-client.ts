@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { AttemptReport, NodeOutcome } from "../base/report.js";
+import type { NodeOutcome } from "../base/report.js";
 import { checkBudget } from "../core/backoff-waiting.js";
 import { callHook } from "../core/engine.js";
 import type { TaskContext } from "../core/fanout.js";

@@ -16,8 +16,6 @@ const NODES = 5;
 const KEY = "k";
 const TTL_MS = 10_000;
 
-const after = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /**
  * An isolate 1 ms from every node, whose first `SET` to node `late` reaches it when `lands`
  * resolves, and is applied then whether or not the sender gave up on it (a request held back in
