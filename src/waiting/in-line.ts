@@ -306,8 +306,8 @@ type RetryHeld = Pick<GateRole, "retryHeldMs" | "retryHeldEveryMs" | "mayAskAgai
  * `pacing.retryHeld`), and how many times in all. Each within the request budget with the lock's
  * release; and in all, no more than what the budget keeps past this attempt (`limits.pollsLeft`)
  * beyond one more turn: the cleanup of this attempt should it fail (up to `quorum - 1` requests),
- * a poll and a take. Asked for all the budget allowed, a call behind a release late to the other
- * nodes had no room left for the turn that would find it landed, and gave up with
+ * a poll and a take. Asked for all the budget allows, a call behind a release late to the other
+ * nodes would have no room left for the turn that finds it landed, and would give up with
  * `RequestBudgetError` before its patience. When the budget cannot keep that turn anyway, this
  * attempt is the call's last, and the nodes are asked again for as long as the budget allows.
  */
@@ -321,7 +321,8 @@ function retryHeldFor(w: Waiter, holdMs: number): RetryHeld {
     minValidityMs: o.minValidityMs,
     requestTimeoutMs: o.requestTimeoutMs,
   });
-  const nextTurn = o.quorum - 1 + 1 + w.takeCost;
+  const cleanup = o.quorum - 1;
+  const nextTurn = cleanup + 1 + w.takeCost;
   const spare = pollsLeft(w);
   let left = spare >= nextTurn ? spare - nextTurn : Number.POSITIVE_INFINITY;
   const mayAskAgain = () => {
