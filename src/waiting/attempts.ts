@@ -34,15 +34,13 @@ export async function fanOut(
 ): Promise<AttemptResult> {
   const s = w.state;
   checkAbort(w);
-  // A release that handed the lock over sent the requests itself.
+  // A release that handed the lock over sent the requests itself; a gate that a poll took before
+  // the attempt is asked nothing more (its part only reads the poll's answer): one request fewer,
+  // which is the whole margin of a call near the end of its budget.
   if (handedOver === undefined) {
-    checkBudget(
-      w.request,
-      w.reports,
-      w.requestsSent(),
-      attemptCost(w.request, w.engine.nodes.length),
-      w.engine.nodes.length,
-    );
+    const nodeCount = w.engine.nodes.length;
+    const gateTaken = gate?.startedAt !== undefined ? 1 : 0;
+    checkBudget(w.request, w.reports, w.requestsSent(), attemptCost(w.request, nodeCount) - gateTaken, nodeCount);
   }
   s.attempts++;
   const racing = gate === undefined && handedOver === undefined && taken === undefined ? race(w) : undefined;
