@@ -48,6 +48,11 @@ export interface GateState {
   foreign: number;
   /** Takes in a row that found the keys free with no release through the gate since the take before. */
   unreleased: number;
+  /**
+   * When a poll first found the lock free with nothing to tell when it came free (no release
+   * through the gate, no hold to estimate one by), 0 otherwise: the first in line's time counts from it.
+   */
+  seen: number;
 }
 
 function stateOf(store: GateStore, queueKey: string): GateState {
@@ -73,6 +78,7 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       written: false,
       foreign: 0,
       unreleased: 0,
+      seen: 0,
     };
     store.gates.set(queueKey, state);
   }
@@ -132,7 +138,11 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.queue.set(waiter, ticket);
   }
   const rank = rankOf(state, waiter);
-  const freed = state.released === 0 && state.took > 0 && state.hold > 0 ? state.took + state.hold : state.released;
+  let freed = state.released === 0 && state.took > 0 && state.hold > 0 ? state.took + state.hold : state.released;
+  if (freed === 0 && pttl === -2) {
+    if (state.seen === 0) state.seen = now;
+    freed = state.seen;
+  } else if (pttl !== -2) state.seen = 0;
   const late = freed > 0 && now - freed > Math.max(20, Math.floor(state.hold / 2));
   if ((mode === "take" || mode === "aim") && pttl === -2 && (rank === 0 || late)) {
     for (const key of lockKeys) store.set(key, token, Number(ttl));
@@ -141,6 +151,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     const ago = state.released > 0 ? now - state.released : -1;
     state.unreleased = state.released === 0 && state.took > 0 ? state.unreleased + 1 : 0;
     state.released = 0;
+    state.seen = 0;
     state.took = now;
     state.taker = token;
     state.polled = mode !== "aim";

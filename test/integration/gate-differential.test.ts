@@ -458,6 +458,36 @@ describe("gate scripts: a lock left free without a release through the gate", ()
     await new Promise((r) => setTimeout(r, 150));
     expect((await both("w3", "take", third)).taken).toBe(true);
   });
+
+  it("with no hold recorded, goes to whoever polls 20 ms after a poll first found it free, and a look that finds it held starts that anew, on real Redis and in the model", async () => {
+    const { node, model, key, both } = gateFixture("gate-first-contention");
+    const set = async (token: string, ttlMs: number) => {
+      await node.command(["SET", key, token, "PX", ttlMs], AbortSignal.timeout(5000));
+      await model.set(key, token, ttlMs);
+    };
+    const del = async () => {
+      await node.command(["DEL", key], AbortSignal.timeout(5000));
+      await model.del(key);
+    };
+    const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    // A line's first contention: the holder won by a plain fan-out (no take at the gate), two
+    // places join, and the lock goes without a release through the gate.
+    await set("h".repeat(40), 5000);
+    expect((await both("head", "take", "a".repeat(40))).rank).toBe(0);
+    expect((await both("w2", "take", "b".repeat(40))).rank).toBe(1);
+    await del();
+    // The first look that finds it free keeps it for the head; so does one right after, which
+    // finds it held again (a plain fan-out past the gate) and starts the count anew.
+    expect((await both("w2", "take", "b".repeat(40))).taken).toBe(false);
+    await pause(100);
+    await set("x".repeat(40), 5000);
+    expect((await both("w2", "take", "b".repeat(40))).taken).toBe(false);
+    await del();
+    expect((await both("w2", "take", "b".repeat(40))).taken).toBe(false);
+    // Well past 20 ms since that look, the head has not come: the poll behind it takes the lock.
+    await pause(150);
+    expect((await both("w2", "take", "b".repeat(40))).taken).toBe(true);
+  });
 });
 
 describe("handing a lock over in its release", () => {

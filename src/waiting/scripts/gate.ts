@@ -31,7 +31,10 @@
  * When the lock came free without a release through the gate (a placeholder that ran out, a lock
  * that expired or was released elsewhere), the half hold counts from a whole hold after the last
  * take: counted from the last release only, a place nobody came back for stood at the head until
- * its lease ran out.
+ * its lease ran out. With no hold to count by (a line's first contention, the lock won around the
+ * gate), it counts from the first poll that found the lock free (`seen` in the stats, cleared by a
+ * take and by a poll that finds the lock held): before, a first in line asleep for seconds (its
+ * budget's spacing) kept a free lock from the whole line until it came.
  * A poll that finds the lock keys partly held (some set, some free) has met another resource set
  * that shares keys with ours: its releases never pass through this gate. The gate notes the time,
  * and for the next 2 s every poll answers `contested`, so that this set's waiters wait with
@@ -131,6 +134,17 @@ local freed = released
 if freed == 0 and took > 0 and hold > 0 then
 freed = took + hold
 end
+local seen = tonumber(redis.call("HGET", stats, "seen") or "0")
+if freed == 0 and pttl == -2 then
+if seen == 0 then
+seen = now
+redis.call("HSET", stats, "seen", now)
+redis.call("PEXPIRE", stats, 600000)
+end
+freed = seen
+elseif seen > 0 and pttl ~= -2 then
+redis.call("HSET", stats, "seen", 0)
+end
 local late = freed > 0 and now - freed > math.max(20, math.floor(hold / 2))
 if (mode == "take" or mode == "aim") and pttl == -2 and (rank == 0 or late) then
 for i = 1, n do
@@ -150,7 +164,7 @@ local polled = 1
 if mode == "aim" then
 polled = 0
 end
-redis.call("HSET", stats, "released", 0, "taker", ARGV[3], "took", now, "unreleased", streak, "polled", polled, "expect", tonumber(ARGV[8]) or 0, "expecter", ARGV[3])
+redis.call("HSET", stats, "released", 0, "seen", 0, "taker", ARGV[3], "took", now, "unreleased", streak, "polled", polled, "expect", tonumber(ARGV[8]) or 0, "expecter", ARGV[3])
 redis.call("PEXPIRE", stats, 600000)
 return {1, 0, -2, ago, hold, ticket, dev, cycle, turns, 0, streak}
 end
@@ -194,5 +208,5 @@ end
 end
 end
 return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested, 0}`,
-  sha1: "76b89e32991297607cdccb07bab4ec18420d4ef9",
+  sha1: "54be01efbfe7ed1572f89d72d1fa34cc222a3c93",
 });

@@ -89,64 +89,75 @@ function releases(
   });
 }
 
+/**
+ * Isolates in RTT_MS's regions loop acquire → critical section → release on KEY for WINDOW_MS of
+ * fake time, with jitter and the library's own draws from seeds of `seed`: the sections held, the
+ * requests each call's isolate sent, the calls that failed, every request, and each isolate's
+ * release calls.
+ */
+async function geoRun(seed: number) {
+  const random = seededRandom(seed);
+  // The library's own draws (the spread of a far-back waiter's sleep, backoff jitter) from a
+  // seeded stream too: the run, and the figures it prints, repeat exactly.
+  const draws = vi.spyOn(Math, "random").mockImplementation(seededRandom(1));
+  onTestFinished(() => draws.mockRestore());
+  const nodes = fakeNodes(5);
+  // The gate is node 1 (eu-west-1): the isolates in eu-west-1 and eu-central-1 are nearer to it
+  // than to a quorum of the nodes, and their releases are the ones held back below.
+  expect(gateIndex([KEY], 5)).toBe(1);
+  const isolates = RTT_MS.length;
+  const sent = new Array<number>(isolates).fill(0);
+  const requests: Sent[] = [];
+  const isolate = (k: number): RedisNode[] =>
+    nodes.map((node, i) => ({
+      id: node.id,
+      async command(args: readonly RedisArgument[], signal: AbortSignal) {
+        sent[k] = (sent[k] ?? 0) + 1;
+        const oneWay = (RTT_MS[k]?.[i] as number) / 2;
+        const at = Date.now();
+        await new Promise((r) => setTimeout(r, oneWay + JITTER_MS * random()));
+        const kind = kindOf(args);
+        const token = kind === "set" ? args[2] : kind === "aim" ? args[5 + Number(args[2])] : undefined;
+        requests.push({ isolate: k, node: i, kind, token: String(token), sent: at, landed: Date.now() });
+        const reply = await node.command(args, signal);
+        await new Promise((r) => setTimeout(r, oneWay + JITTER_MS * random()));
+        return reply;
+      },
+    }));
+  const holds: Hold[] = [];
+  const releaseCalls: { called: number; resolved: number }[][] = RTT_MS.map(() => []);
+  const perCall: number[] = [];
+  const failures: unknown[] = [];
+  const end = Date.now() + WINDOW_MS;
+  const loops = Array.from({ length: isolates }, async (_, k) => {
+    await new Promise((r) => setTimeout(r, 13 * k));
+    const redlock = new Redlock({ nodes: isolate(k), clock: fakeClock });
+    while (Date.now() < end) {
+      const before = sent[k] as number;
+      try {
+        const lock = await redlock.acquire(KEY, 5000);
+        const start = Date.now();
+        await new Promise((r) => setTimeout(r, 2 * (DATA_RTT_MS[k] as number)));
+        holds.push({ isolate: k, start, end: Date.now() });
+        const called = Date.now();
+        await lock.release();
+        releaseCalls[k]?.push({ called, resolved: Date.now() });
+      } catch (error) {
+        failures.push(error);
+      }
+      perCall.push((sent[k] as number) - before);
+    }
+  });
+  expect(await resolvesOnFakeTime(Promise.all(loops), WINDOW_MS + 60_000)).toBe(true);
+  holds.sort((a, b) => a.start - b.start);
+  return { holds, perCall, failures, requests, releaseCalls, isolates };
+}
+
 describe("a hot key across isolates in different regions", () => {
-  it("releases free the gate after a quorum, takes land on every node at once, and the line keeps its pace", async ({
+  it("releases free the gate after a quorum, takes land on every node at once, safe, fair and within the budget", async ({
     annotate,
   }) => {
-    const random = seededRandom(11);
-    // The library's own draws (the spread of a far-back waiter's sleep, backoff jitter) from a
-    // seeded stream too: the run, and the figures it prints, repeat exactly.
-    const draws = vi.spyOn(Math, "random").mockImplementation(seededRandom(1));
-    onTestFinished(() => draws.mockRestore());
-    const nodes = fakeNodes(5);
-    // The gate is node 1 (eu-west-1): the isolates in eu-west-1 and eu-central-1 are nearer to it
-    // than to a quorum of the nodes, and their releases are the ones held back below.
-    expect(gateIndex([KEY], 5)).toBe(1);
-    const isolates = RTT_MS.length;
-    const sent = new Array<number>(isolates).fill(0);
-    const requests: Sent[] = [];
-    const isolate = (k: number): RedisNode[] =>
-      nodes.map((node, i) => ({
-        id: node.id,
-        async command(args: readonly RedisArgument[], signal: AbortSignal) {
-          sent[k] = (sent[k] ?? 0) + 1;
-          const oneWay = (RTT_MS[k]?.[i] as number) / 2;
-          const at = Date.now();
-          await new Promise((r) => setTimeout(r, oneWay + JITTER_MS * random()));
-          const kind = kindOf(args);
-          const token = kind === "set" ? args[2] : kind === "aim" ? args[5 + Number(args[2])] : undefined;
-          requests.push({ isolate: k, node: i, kind, token: String(token), sent: at, landed: Date.now() });
-          const reply = await node.command(args, signal);
-          await new Promise((r) => setTimeout(r, oneWay + JITTER_MS * random()));
-          return reply;
-        },
-      }));
-    const holds: Hold[] = [];
-    const releaseCalls: { called: number; resolved: number }[][] = RTT_MS.map(() => []);
-    const perCall: number[] = [];
-    const failures: unknown[] = [];
-    const end = Date.now() + WINDOW_MS;
-    const loops = Array.from({ length: isolates }, async (_, k) => {
-      await new Promise((r) => setTimeout(r, 13 * k));
-      const redlock = new Redlock({ nodes: isolate(k), clock: fakeClock });
-      while (Date.now() < end) {
-        const before = sent[k] as number;
-        try {
-          const lock = await redlock.acquire(KEY, 5000);
-          const start = Date.now();
-          await new Promise((r) => setTimeout(r, 2 * (DATA_RTT_MS[k] as number)));
-          holds.push({ isolate: k, start, end: Date.now() });
-          const called = Date.now();
-          await lock.release();
-          releaseCalls[k]?.push({ called, resolved: Date.now() });
-        } catch (error) {
-          failures.push(error);
-        }
-        perCall.push((sent[k] as number) - before);
-      }
-    });
-    expect(await resolvesOnFakeTime(Promise.all(loops), WINDOW_MS + 60_000)).toBe(true);
-    holds.sort((a, b) => a.start - b.start);
+    const { holds, perCall, failures, requests, releaseCalls, isolates } = await geoRun(11);
     // The figures docs/benchmarks.md quotes, shown by `--reporter=verbose` whatever the checks say.
     await annotate(
       `${holds.length} sections, mean handoff ${meanHandoffMs(holds)} ms, ` +
@@ -159,13 +170,6 @@ describe("a hot key across isolates in different regions", () => {
     // Each call, its release included, within the Workers Free plan's 50 subrequests (counted
     // here as everything its isolate sent meanwhile, background work of earlier calls included).
     expect(Math.max(...perCall)).toBeLessThanOrEqual(50);
-    // The line keeps its pace: 30 s of sections of 8–177 ms, each handoff at least a round trip
-    // to a quorum (71–100 ms). Seeds 11–13 (see docs/benchmarks.md for the runs): 67–87 sections
-    // with takes sent to every node at once and releases that freed the gate first, 111 landing
-    // together, 117–118 with a take that came early asking again in its attempt, 111–112 with far
-    // nodes asked again behind the gate as long as near ones (the line settles in another order of
-    // regions: the cost of that change here; it is for lines where a far node was never asked).
-    expect(holds.length).toBeGreaterThanOrEqual(108);
 
     // A release from where the gate is nearer than a quorum (eu-west-1 and eu-central-1, the gate
     // being node 1) frees the gate no sooner than a quorum of the other nodes has its release.
@@ -193,6 +197,23 @@ describe("a hot key across isolates in different regions", () => {
     expect(takes.length).toBeGreaterThanOrEqual(20);
     for (const landed of takes)
       expect(Math.max(...landed) - Math.min(...landed)).toBeLessThanOrEqual(2 * JITTER_MS + 1);
+  });
+
+  it("the line keeps its pace: a mean of 108 sections or more over seeds 11–18", async ({ annotate }) => {
+    // 30 s of sections of 8–177 ms, each handoff at least a round trip to a quorum (71–100 ms).
+    // One seed's count moves by a few sections with any change to the line's first turns (the
+    // order of regions it settles in): the floor is on the mean of eight seeds, each safe and
+    // within the budget. Figures per seed: `--reporter=verbose`, and docs/benchmarks.md.
+    const counts: number[] = [];
+    for (let seed = 11; seed <= 18; seed++) {
+      const { holds, perCall, failures } = await geoRun(seed);
+      expect(failures, `seed ${seed}`).toEqual([]);
+      expect(overlaps(holds), `seed ${seed}`).toBe(0);
+      expect(Math.max(...perCall), `seed ${seed}`).toBeLessThanOrEqual(50);
+      counts.push(holds.length);
+      await annotate(`seed ${seed}: ${holds.length} sections, mean handoff ${meanHandoffMs(holds)} ms`);
+    }
+    expect(counts.reduce((a, b) => a + b, 0) / counts.length).toBeGreaterThanOrEqual(108);
   });
 });
 

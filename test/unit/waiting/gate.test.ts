@@ -1,0 +1,88 @@
+/**
+ * The gate's rule for a free lock (src/waiting/scripts/gate.ts, modelled by src/testing/gate.ts):
+ * the first in line has it to itself for half a hold (20 ms at least), then whoever polls first
+ * takes it, so that a first in line that sleeps stalls no one. The tests below pin when that
+ * half hold starts when the gate saw no release of the lock.
+ */
+import { describe, expect, it } from "vitest";
+import { type GateAnswer, pollGate } from "../../../src/waiting/gate.js";
+import { fakeNodes } from "../support/fake-node.js";
+import { run, useFakeTime } from "../support/fake-time.js";
+
+useFakeTime();
+
+const KEY = "k";
+const waitMs = (ms: number) => run(new Promise((resolve) => setTimeout(resolve, ms)), 1);
+
+function gateNode() {
+  const [node] = fakeNodes(1);
+  if (!node) throw new Error("no node");
+  const poll = (waiter: string, mode: "take" | "wait" = "take"): Promise<GateAnswer> =>
+    run(
+      pollGate(
+        node,
+        [KEY],
+        { waiter, mode, token: waiter.padEnd(40, "0"), ttlMs: 5000, leaseMs: 5000, ticket: 0 },
+        { signal: new AbortController().signal, countRequest() {} },
+      ),
+      1,
+    );
+  return { node, poll };
+}
+
+describe("a free lock the gate saw no release of", () => {
+  it("at a line's first contention (no hold recorded): the first in line's for 20 ms from the first poll that found it free, then anyone's", async () => {
+    const { node, poll } = gateNode();
+    // A holder that won by a plain fan-out (no take at the gate) holds the key; two waiters line up.
+    node.occupy(KEY, "h".repeat(40), 5000);
+    expect((await poll("w1")).rank).toBe(0);
+    expect((await poll("w2")).rank).toBe(1);
+    // The lock comes free without a release through the gate (released elsewhere, or expired).
+    node.occupy(KEY, "gone", 1);
+    await waitMs(5);
+    // The second in line finds it free: not yet its own, the first in line may be on its way.
+    const first = await poll("w2");
+    expect(first.taken).toBe(false);
+    expect(first.pttlMs).toBe(-2);
+    await waitMs(10);
+    expect((await poll("w2")).taken).toBe(false);
+    // 20 ms after that first look, the first in line has not come: whoever polls takes it.
+    await waitMs(15);
+    expect((await poll("w2")).taken).toBe(true);
+  });
+
+  it("negative control: the first in line that comes within the 20 ms takes it, and the one behind it finds it held", async () => {
+    const { node, poll } = gateNode();
+    node.occupy(KEY, "h".repeat(40), 5000);
+    await poll("w1");
+    await poll("w2");
+    node.occupy(KEY, "gone", 1);
+    await waitMs(5);
+    expect((await poll("w2")).taken).toBe(false);
+    await waitMs(10);
+    expect((await poll("w1")).taken).toBe(true);
+    await waitMs(30);
+    const behind = await poll("w2");
+    expect(behind.taken).toBe(false);
+    expect(behind.pttlMs).toBeGreaterThan(0);
+  });
+
+  it("a look that finds the lock held again starts the count anew", async () => {
+    const { node, poll } = gateNode();
+    node.occupy(KEY, "h".repeat(40), 5000);
+    await poll("w1");
+    await poll("w2");
+    node.occupy(KEY, "gone", 1);
+    await waitMs(5);
+    expect((await poll("w2")).taken).toBe(false);
+    // Held again (by a plain fan-out, past the gate), then free again much later.
+    node.occupy(KEY, "x".repeat(40), 100);
+    await waitMs(20);
+    expect((await poll("w2")).pttlMs).toBeGreaterThan(0);
+    await waitMs(100);
+    // Free again: counted from this look, not from the first.
+    expect((await poll("w2")).taken).toBe(false);
+    await waitMs(25);
+    expect((await poll("w2")).taken).toBe(true);
+  });
+});
