@@ -140,7 +140,10 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
   const rank = rankOf(state, waiter);
   let freed = state.released === 0 && state.took > 0 && state.hold > 0 ? state.took + state.hold : state.released;
   if (freed === 0 && pttl === -2) {
-    if (state.seen === 0) state.seen = now;
+    if (state.seen === 0) {
+      state.seen = now;
+      state.written = true;
+    }
     freed = state.seen;
   } else if (pttl !== -2) state.seen = 0;
   const late = freed > 0 && now - freed > Math.max(20, Math.floor(state.hold / 2));
