@@ -30,20 +30,28 @@ function gateNode() {
   return { node, poll };
 }
 
+/**
+ * A line's first contention (no hold recorded): a holder that won by a plain fan-out (no take at
+ * the gate) holds KEY, waiters w1 and w2 line up, and the lock comes free without a release
+ * through the gate (released elsewhere, or expired). Then w2 looks: not yet its own, the first in
+ * line may be on its way.
+ */
+async function freedAtFirstContention() {
+  const gate = gateNode();
+  gate.node.occupy(KEY, "h".repeat(40), 5000);
+  expect((await gate.poll("w1")).rank).toBe(0);
+  expect((await gate.poll("w2")).rank).toBe(1);
+  gate.node.occupy(KEY, "gone", 1);
+  await waitMs(5);
+  const look = await gate.poll("w2");
+  expect(look.taken).toBe(false);
+  expect(look.pttlMs).toBe(-2);
+  return gate;
+}
+
 describe("a free lock the gate saw no release of", () => {
   it("at a line's first contention (no hold recorded): the first in line's for 20 ms from the first poll that found it free, then anyone's", async () => {
-    const { node, poll } = gateNode();
-    // A holder that won by a plain fan-out (no take at the gate) holds the key; two waiters line up.
-    node.occupy(KEY, "h".repeat(40), 5000);
-    expect((await poll("w1")).rank).toBe(0);
-    expect((await poll("w2")).rank).toBe(1);
-    // The lock comes free without a release through the gate (released elsewhere, or expired).
-    node.occupy(KEY, "gone", 1);
-    await waitMs(5);
-    // The second in line finds it free: not yet its own, the first in line may be on its way.
-    const first = await poll("w2");
-    expect(first.taken).toBe(false);
-    expect(first.pttlMs).toBe(-2);
+    const { poll } = await freedAtFirstContention();
     await waitMs(10);
     expect((await poll("w2")).taken).toBe(false);
     // 20 ms after that first look, the first in line has not come: whoever polls takes it.
@@ -52,13 +60,7 @@ describe("a free lock the gate saw no release of", () => {
   });
 
   it("negative control: the first in line that comes within the 20 ms takes it, and the one behind it finds it held", async () => {
-    const { node, poll } = gateNode();
-    node.occupy(KEY, "h".repeat(40), 5000);
-    await poll("w1");
-    await poll("w2");
-    node.occupy(KEY, "gone", 1);
-    await waitMs(5);
-    expect((await poll("w2")).taken).toBe(false);
+    const { poll } = await freedAtFirstContention();
     await waitMs(10);
     expect((await poll("w1")).taken).toBe(true);
     await waitMs(30);
@@ -68,13 +70,7 @@ describe("a free lock the gate saw no release of", () => {
   });
 
   it("a look that finds the lock held again starts the count anew", async () => {
-    const { node, poll } = gateNode();
-    node.occupy(KEY, "h".repeat(40), 5000);
-    await poll("w1");
-    await poll("w2");
-    node.occupy(KEY, "gone", 1);
-    await waitMs(5);
-    expect((await poll("w2")).taken).toBe(false);
+    const { node, poll } = await freedAtFirstContention();
     // Held again (by a plain fan-out, past the gate), then free again much later.
     node.occupy(KEY, "x".repeat(40), 100);
     await waitMs(20);
