@@ -33,8 +33,8 @@
  * take: counted from the last release only, a place nobody came back for stood at the head until
  * its lease ran out. With no hold to count by (a line's first contention, the lock won around the
  * gate), it counts from the first poll that found the lock free (`seen` in the stats, cleared by a
- * take and by a poll that finds the lock held): before, a first in line asleep for seconds (its
- * budget's spacing) kept a free lock from the whole line until it came.
+ * take and by a poll that finds the lock held), so that a first in line asleep for seconds (its
+ * budget's spacing) does not keep a free lock from the whole line until it comes.
  * A poll that finds the lock keys partly held (some set, some free) has met another resource set
  * that shares keys with ours: its releases never pass through this gate. The gate notes the time,
  * and for the next 2 s every poll answers `contested`, so that this set's waiters wait with
