@@ -291,7 +291,8 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
         ...(scenario.hotKey ? { targetNode: gateIndex([resources[0] ?? ""].flat(), scenario.nodes) } : {}),
       });
       const startedAt = harnessNow();
-      workloadUntil = startedAt + options.durationMs;
+      const calmMs = scenario.hotKey?.calmStartMs ?? 0;
+      workloadUntil = startedAt + calmMs + options.durationMs;
       for (const c of clients) c.run(workloadUntil);
       const nemesis: NemesisContext = {
         cluster,
@@ -308,7 +309,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
         emit,
       };
       log(`  ${scenario.name}: ${clients.length} clients, ${schedule.length} faults scheduled`);
-      await runSchedule(nemesis, schedule, startedAt, workloadUntil);
+      await runSchedule(nemesis, schedule, startedAt + calmMs, workloadUntil);
       const left = workloadUntil - harnessNow();
       if (left > 0) await sleep(left);
     }

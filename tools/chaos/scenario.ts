@@ -57,6 +57,14 @@ export interface Scenario {
     readonly workers: number;
     /** Client processes, instead of the run's `--processes`: fewer put more waiters in each holder's process. */
     readonly processes?: number;
+    /**
+     * Workload time before the fault schedule starts (the schedule runs as drawn, this much later,
+     * and the workload lasts this much longer), so that the line forms at the gate while the gate
+     * answers: the first fault comes 200 ms into the schedule and may hang the gate for most of a
+     * short run, before a loaded machine has brought any client to its first poll.
+     * @default 0
+     */
+    readonly calmStartMs?: number;
   };
   /**
    * What the random workload locks, from the scenario's key prefix, instead of its default

@@ -97,7 +97,7 @@ export const SCENARIOS: readonly Scenario[] = [
     kind: "safe",
     description:
       "a hot key under S3/S8/S13/S15/S18: 12 workers wait in line at one gate node that pauses, drops polls and restarts empty",
-    hotKey: { workers: 12 },
+    hotKey: { workers: 12, calmStartMs: 600 },
     faults: ["latency", "hang", "drop", "pause-node", "restart-delayed", "kill-client"],
   },
   {
@@ -107,7 +107,7 @@ export const SCENARIOS: readonly Scenario[] = [
     fencing: true,
     description:
       "the hot key with fencing: 12 workers wait in line and take their turns with fenced attempts, while the gate node pauses, drops polls and restarts empty (quarantined)",
-    hotKey: { workers: 12 },
+    hotKey: { workers: 12, calmStartMs: 600 },
     faults: ["latency", "hang", "drop", "pause-node", "restart-delayed", "kill-client"],
   },
   {
