@@ -25,6 +25,7 @@ import {
   pauseLimit,
   pollsLeft,
   roomForAim,
+  roomForOutOfStepPolls,
   roomForPoll,
   startPatience,
 } from "./limits.js";
@@ -84,10 +85,9 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     const heldHereMs = first && w.offersHandoff ? offerWindowEnd(w, now) - now : 0;
     // Only a hand-over in this isolate could still get a waiter the lock without room for a poll.
     if (heldHereMs <= 0 && !roomForPoll(w)) await noRoomLeft(w);
-    const pacedMs = Math.max(
-      atRelease > 0 ? 0 : (s.recentPolls.at(-1) ?? Number.NEGATIVE_INFINITY) + budgetGapFor(w, frontPolls) - now,
-      rateGap(s.recentPolls, now, s.rank),
-    );
+    const spacedMs =
+      atRelease > 0 ? 0 : (s.recentPolls.at(-1) ?? Number.NEGATIVE_INFINITY) + budgetGapFor(w, frontPolls) - now;
+    const pacedMs = Math.max(pollAtExpiry(w, spacedMs, now), rateGap(s.recentPolls, now, s.rank));
     const handedOver = await pauseOrTakeOver(w, Math.max(nextPollMs, placeholderMs, heldHereMs, pacedMs), first);
     if (handedOver) {
       const lock = await takeTurn(w, handedOver);
@@ -243,6 +243,24 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
     }
     nextPollMs = sleepFor(w, answer);
   }
+}
+
+/**
+ * The wait before the next poll, `spacedMs` as the budget spaces it, while a probe has read when
+ * the keys of a holder that won without the gate run out (see `probes.keptOutOfStep`). A poll at
+ * that expiry finds them gone when the holder died, and takes the lock then, where a poll spaced
+ * over the rest of the patience came seconds later; a poll before it finds them held, unless the
+ * holder let go early, and costs the poll, a probe and the placeholder's request. So, by the room
+ * the budget has for such turns beyond one more poll and take: with two or more, polls as spaced
+ * but not past the expiry; with one, at the expiry and not before; with none, as spaced: that last
+ * turn goes to the end of the patience, which a holder that extends its keys (found past an
+ * expiry read, after which expiries are not waited for) may reach, where at the expiry it would
+ * only find the keys extended and the call would give up.
+ */
+function pollAtExpiry(w: Waiter, spacedMs: number, now: number): number {
+  const expiresInMs = w.state.heldElsewhereUntil - now;
+  if (!(expiresInMs > 0 && Number.isFinite(expiresInMs)) || !roomForOutOfStepPolls(w, 1)) return spacedMs;
+  return roomForOutOfStepPolls(w, 2) ? Math.min(spacedMs, expiresInMs) : expiresInMs;
 }
 
 /**

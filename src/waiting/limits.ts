@@ -117,6 +117,18 @@ export function roomForPoll(w: Waiter): boolean {
 }
 
 /**
+ * Whether the request budget has room for `turns` polls that each take a gate out of step (the
+ * poll, the `PTTL` probe and the request that shortens our key to a placeholder: see
+ * `probes.keptOutOfStep`) and still one more poll and take, the lock's release kept.
+ */
+export function roomForOutOfStepPolls(w: Waiter, turns: number): boolean {
+  return withinBudget(w.o, w.requestsSent(), turns * OUT_OF_STEP_POLL + 1 + w.takeCost, w.engine.nodes.length);
+}
+
+/** Requests of a poll that takes a gate out of step while the keys are still held elsewhere. */
+const OUT_OF_STEP_POLL = 3;
+
+/**
  * The polls (or probes) the request budget still allows, with the fan-out of a take and the
  * lock's release kept in reserve: what `pacing.budgetGap` spaces over the rest of the wait.
  */

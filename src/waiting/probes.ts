@@ -9,17 +9,20 @@ import { unexpected } from "../core/node-operations.js";
 import { extendOne } from "../core/operations/cleanup.js";
 import { withinBudget } from "../core/options.js";
 import { currentPlaceholderMs, keepPlaceholder } from "./gate-client.js";
+import { pauseLimit } from "./limits.js";
 import type { Waiter } from "./state.js";
 
 /**
- * Whether node `index` still holds the lock, asked with one `PTTL`: a waiter whose gate failed then
+ * How long node `index` still holds the lock, asked with one `PTTL`: a waiter whose gate failed then
  * waits at the cost of one request, not a fan-out of N (2N fenced) that the holder refuses anyway.
- * False (fan out) when the key is gone or the node did not answer. A gate that answers is back.
+ * In ms from the answer (`Infinity` for a key without a TTL); undefined (fan out) when the key is
+ * gone or the node did not answer. A gate that answers is back.
  */
-export async function stillHeld(w: Waiter, index: number): Promise<boolean> {
+async function heldFor(w: Waiter, index: number): Promise<number | undefined> {
   const key = w.request.keys[0] as string;
   const node = w.engine.node(index);
   w.state.polls++;
+  let ms: number | undefined;
   const fan = w.engine.fan(
     w.o,
     "acquire",
@@ -33,7 +36,9 @@ export async function stillHeld(w: Waiter, index: number): Promise<boolean> {
         const pttl = await node.command(["PTTL", key], context.signal);
         // Anything but a number (a proxy that echoes the request, say) is no proof of a holder.
         if (typeof pttl !== "number") throw unexpected(node, "PTTL", pttl);
-        return pttl === -2 ? "not-held" : "held";
+        if (pttl === -2) return "not-held";
+        ms = pttl < 0 ? Number.POSITIVE_INFINITY : pttl;
+        return "held";
       },
     },
     w.o.requestTimeoutMs,
@@ -42,27 +47,46 @@ export async function stillHeld(w: Waiter, index: number): Promise<boolean> {
   const [outcome] = await fan.outcomes;
   const answered = outcome?.outcome === "held" || outcome?.outcome === "not-held";
   if (index === w.gate && answered) w.state.gateDown = false;
-  return outcome?.outcome === "held";
+  return outcome?.outcome === "held" ? ms : undefined;
+}
+
+/** Whether node `index` still holds the lock (see {@link heldFor}). */
+export async function stillHeld(w: Waiter, index: number): Promise<boolean> {
+  return (await heldFor(w, index)) !== undefined;
 }
 
 /**
  * A poll just took the gate with `token`, but the gate had been free with no release through it
  * since the take before (`unreleasedTakes`): a placeholder ran out, or a lock expired. Most likely
  * the holder that won the other nodes without the gate still has them. Ask one of them with one
- * `PTTL` (see {@link heldElsewhere}) before fanning out to all; while it still holds the key, keep
+ * `PTTL` (see {@link heldFor}) before fanning out to all; while it still holds the key, keep
  * our key on the gate as a placeholder, as a failed take would (see `gate-client.growPlaceholder`):
  * one request to shorten it, none once placeholders have grown to the TTL the take set. Such a take
  * costs 2 or 3 requests with its poll instead of N + 1: behind a hold of seconds won without the
- * gate, the line takes the gate again every time a placeholder runs out. True when the placeholder
- * is kept; false to fan out as usual (the key is free there, the probe failed or was aborted, or
- * the budget has no room for both requests).
+ * gate, the line takes the gate again every time a placeholder runs out.
+ *
+ * The placeholder ends no later than the key the `PTTL` read runs out, and the budget's spacing does
+ * not put our next poll past that (`heldElsewhereUntil`): behind a holder that died, the line takes
+ * the lock when its keys expire, not when a placeholder grown past them, or a poll spaced for the
+ * rest of the patience, comes. True when the placeholder is kept; false to fan out as usual (the
+ * key is free there, the probe failed or was aborted, or the budget has no room for both requests).
  */
 export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> {
   const s = w.state;
   const nodes = w.engine.nodes.length;
   if (s.unreleasedTakes === 0 || !withinBudget(w.o, w.requestsSent(), 2, nodes)) return false;
-  if (!(await stillHeld(w, heldElsewhere(w) ?? (w.gate + 1) % nodes))) return false;
-  const ms = currentPlaceholderMs(w);
+  const heldMs = await heldFor(w, heldElsewhere(w) ?? (w.gate + 1) % nodes);
+  if (heldMs === undefined) return false;
+  const now = w.now();
+  // Keys that outlived the expiry we read were extended (or taken again): that holder's expiries
+  // are no time to come back at, and a poll at each would spend the budget.
+  if (s.heldElsewhereUntil > 0 && now >= s.heldElsewhereUntil) s.heldElsewhereUntil = Number.NEGATIVE_INFINITY;
+  if (s.heldElsewhereUntil !== Number.NEGATIVE_INFINITY) s.heldElsewhereUntil = now + heldMs;
+  // Our placeholder ends no later than the holder's keys as read, while they are not extended,
+  // and than our patience: past either, it would keep the line, and our own last poll, from a lock
+  // that may be free.
+  const expiresInMs = s.heldElsewhereUntil > 0 ? heldMs : Number.POSITIVE_INFINITY;
+  const ms = Math.max(1, Math.min(currentPlaceholderMs(w), expiresInMs, pauseLimit(w) - now));
   // The take set the key for the TTL: a placeholder grown to the TTL needs no request to shorten
   // it. Once that request is sent, the token is a placeholder's, whatever its answer: a request
   // that timed out may still land, after a grant, and cut the gate's key under the claim that

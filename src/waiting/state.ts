@@ -57,6 +57,13 @@ export interface WaiterState {
   lookedPastPatience: boolean;
   /** When the placeholder we left on the gate runs out (see `gate-client.growPlaceholder`). */
   placeholderUntil: number;
+  /**
+   * When the keys of a holder that won without the gate run out, as our latest probe of another
+   * node read them (see `probes.keptOutOfStep`): the budget's spacing does not put a poll past it.
+   * 0 before any probe; `-Infinity` once keys outlived the expiry read (the holder extends them);
+   * `Infinity` for keys without a TTL.
+   */
+  heldElsewhereUntil: number;
   /** The token of a placeholder we may have left on the gate. */
   placeholderToken: string | undefined;
   /** Takes of the gate in a row, by anyone, that found it free with no release since the take before (from our last take). */
@@ -134,6 +141,7 @@ export class Waiter {
       patienceUntil: Number.POSITIVE_INFINITY,
       lookedPastPatience: false,
       placeholderUntil: 0,
+      heldElsewhereUntil: 0,
       placeholderToken: undefined,
       unreleasedTakes: 0,
       outOfStep: 0,

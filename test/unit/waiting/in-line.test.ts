@@ -123,7 +123,13 @@ describe("the gate asked again within an aimed take", () => {
  * leaves it), while the waiter's call, with `budget`, waits for it. Returns how the call ended,
  * when it started and ended, and what it sent (with the gate's mode for the gate's requests).
  */
-async function budgetedWaiter(budget: number, holdMs: number, hold: "gate" | "around-the-gate") {
+async function budgetedWaiter(
+  budget: number,
+  holdMs: number,
+  hold: "gate" | "around-the-gate",
+  /** Around the gate: the holder sets its keys for twice this and sets them again every this, until `holdMs`. */
+  extendEveryMs?: number,
+) {
   const nodes = fakeNodes(NODES);
   const gate = gateIndex([KEY], NODES);
   let acquiring = false;
@@ -146,8 +152,15 @@ async function budgetedWaiter(budget: number, holdMs: number, hold: "gate" | "ar
   if (hold === "gate") {
     const lock = await settle(holder.acquire(KEY, 10_000), timerByTimer());
     release = () => lock.release();
-  } else {
+  } else if (extendEveryMs === undefined) {
     for (const [i, node] of nodes.entries()) if (i !== gate) node.occupy(KEY, "elsewhere", holdMs);
+  } else {
+    const extend = () => {
+      for (const [i, node] of nodes.entries()) if (i !== gate) node.occupy(KEY, "elsewhere", 2 * extendEveryMs);
+    };
+    extend();
+    const timer = setInterval(extend, extendEveryMs);
+    release = async () => clearInterval(timer);
   }
   const startedAt = Date.now();
   acquiring = true;
@@ -212,6 +225,39 @@ describe("a waiter whose request budget is spent", () => {
       expect(sends.filter((s) => s.counted).length).toBeLessThanOrEqual(budget - NODES);
       // Not vacuous: a placeholder was kept at least once before the take that won.
       expect(sends.filter((s) => s.mode === "take").length).toBeGreaterThanOrEqual(2);
+    },
+  );
+
+  it.each([30, 34, 40])(
+    "budget %i: behind keys held around the gate until 6 s, gets the lock when they run out, as a probe read them",
+    async (budget) => {
+      // A holder that won without the gate and died: its keys run out at 6 s. The probe after the
+      // poll that took the gate read their PTTL; the waiter polls when they run out, rather than
+      // when its grown placeholder, or the budget's spacing over its patience, would have it.
+      const holdMs = 6000;
+      const { lock, error, startedAt, endedAt, sends } = await budgetedWaiter(budget, holdMs, "around-the-gate");
+      expect(error).toBeUndefined();
+      expect(lock).toBeDefined();
+      // A poll and a take after the expiry, each a round trip of 20 ms, and the take's last answer.
+      expect(endedAt - (startedAt + holdMs)).toBeGreaterThanOrEqual(0);
+      expect(endedAt - (startedAt + holdMs)).toBeLessThanOrEqual(100);
+      expect(sends.filter((s) => s.counted).length).toBeLessThanOrEqual(budget - NODES);
+    },
+  );
+
+  it.each([27, 30, 40])(
+    "budget %i: behind a holder around the gate that extends its keys until 6 s, gets the lock once it stops",
+    async (budget) => {
+      // Keys set for 1 s and set again every 500 ms: a poll at each expiry read would find them
+      // extended and spend the budget (these calls gave up within 1.6 s). Once they outlive an
+      // expiry read, the waiter spaces its polls over its patience as before, and its placeholder
+      // never outlasts that patience: its last poll must not find its own key on the gate (with
+      // 40, that poll found it there and the call ended with LockHeldError at 11.1 s).
+      const { lock, error, startedAt, endedAt, sends } = await budgetedWaiter(budget, 6000, "around-the-gate", 500);
+      expect(error).toBeUndefined();
+      expect(lock).toBeDefined();
+      expect(endedAt - startedAt).toBeGreaterThanOrEqual(6000);
+      expect(sends.filter((s) => s.counted).length).toBeLessThanOrEqual(budget - NODES);
     },
   );
 
