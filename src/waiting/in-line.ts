@@ -22,6 +22,7 @@ import {
   checkAfterAttempt,
   noRoomLeft,
   noteProgress,
+  OUT_OF_STEP_POLL,
   pauseLimit,
   pollsLeft,
   roomForAim,
@@ -279,11 +280,14 @@ function leaveIfAborted(w: Waiter, token: string): void {
  * `pacing.budgetGap`): the polls it still allows keep the fan-out of a take and the lock's release
  * in reserve, spread over the rest of the wait, as the line's pace predicts it while it moves (see
  * `pacing.spacingHorizon`). None for the first polls of a turn near the front (`frontPolls` sent so
- * far, see `pacing.unspacedAtFront`).
+ * far, see `pacing.unspacedAtFront`). While the gate is out of step (our last take found it taken
+ * with no release since), a poll is counted as the out-of-step turn it most likely starts (see
+ * `limits.OUT_OF_STEP_POLL`): counted as one request, those turns spent a budget of 34 in 4 s behind
+ * a holder that extended its keys around the gate, and the call gave up before that holder let go.
  */
 function budgetGapFor(w: Waiter, frontPolls: number): number {
   const s = w.state;
-  const left = pollsLeft(w);
+  const left = s.unreleasedTakes > 0 ? Math.floor(pollsLeft(w) / OUT_OF_STEP_POLL) : pollsLeft(w);
   if (unspacedAtFront(s.rank, frontPolls, left)) return 0;
   const now = w.now();
   const horizon = spacingHorizon(s.rank, s.holdMs, s.cycleMs, rttToQuorum(w), overdueFor(w, now) ?? 0);

@@ -126,7 +126,7 @@ export function roomForOutOfStepPolls(w: Waiter, turns: number): boolean {
 }
 
 /** Requests of a poll that takes a gate out of step while the keys are still held elsewhere. */
-const OUT_OF_STEP_POLL = 3;
+export const OUT_OF_STEP_POLL = 3;
 
 /**
  * The polls (or probes) the request budget still allows, with the fan-out of a take and the

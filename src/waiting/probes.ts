@@ -65,11 +65,13 @@ export async function stillHeld(w: Waiter, index: number): Promise<boolean> {
  * costs 2 or 3 requests with its poll instead of N + 1: behind a hold of seconds won without the
  * gate, the line takes the gate again every time a placeholder runs out.
  *
- * The placeholder ends no later than the key the `PTTL` read runs out, and the budget's spacing does
- * not put our next poll past that (`heldElsewhereUntil`): behind a holder that died, the line takes
- * the lock when its keys expire, not when a placeholder grown past them, or a poll spaced for the
- * rest of the patience, comes. True when the placeholder is kept; false to fan out as usual (the
- * key is free there, the probe failed or was aborted, or the budget has no room for both requests).
+ * The placeholder ends no later than the key the `PTTL` read runs out, and, until keys are found
+ * to outlive an expiry read (a holder that extends them), the budget's spacing does not put our
+ * next poll past that (`heldElsewhereUntil`, see `in-line.pollAtExpiry`): behind a holder that
+ * died, the line takes the lock when its keys expire, not when a placeholder grown past them, or a
+ * poll spaced for the rest of the patience, comes. True when the placeholder is kept; false to fan
+ * out as usual (the key is free there, the probe failed or was aborted, or the budget has no room
+ * for both requests).
  */
 export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> {
   const s = w.state;
@@ -82,11 +84,9 @@ export async function keptOutOfStep(w: Waiter, token: string): Promise<boolean> 
   // are no time to come back at, and a poll at each would spend the budget.
   if (s.heldElsewhereUntil > 0 && now >= s.heldElsewhereUntil) s.heldElsewhereUntil = Number.NEGATIVE_INFINITY;
   if (s.heldElsewhereUntil !== Number.NEGATIVE_INFINITY) s.heldElsewhereUntil = now + heldMs;
-  // Our placeholder ends no later than the holder's keys as read, while they are not extended,
-  // and than our patience: past either, it would keep the line, and our own last poll, from a lock
-  // that may be free.
-  const expiresInMs = s.heldElsewhereUntil > 0 ? heldMs : Number.POSITIVE_INFINITY;
-  const ms = Math.max(1, Math.min(currentPlaceholderMs(w), expiresInMs, pauseLimit(w) - now));
+  // Our placeholder ends no later than the holder's keys as read, nor than our patience: past
+  // either, it would keep the line, and our own last poll, from a lock that may be free.
+  const ms = Math.max(1, Math.min(currentPlaceholderMs(w), heldMs, pauseLimit(w) - now));
   // The take set the key for the TTL: a placeholder grown to the TTL needs no request to shorten
   // it. Once that request is sent, the token is a placeholder's, whatever its answer: a request
   // that timed out may still land, after a grant, and cut the gate's key under the claim that

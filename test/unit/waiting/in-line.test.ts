@@ -245,14 +245,15 @@ describe("a waiter whose request budget is spent", () => {
     },
   );
 
-  it.each([27, 30, 40])(
+  it.each([27, 30, 34, 40, 50])(
     "budget %i: behind a holder around the gate that extends its keys until 6 s, gets the lock once it stops",
     async (budget) => {
       // Keys set for 1 s and set again every 500 ms: a poll at each expiry read would find them
-      // extended and spend the budget (these calls gave up within 1.6 s). Once they outlive an
-      // expiry read, the waiter spaces its polls over its patience as before, and its placeholder
-      // never outlasts that patience: its last poll must not find its own key on the gate (with
-      // 40, that poll found it there and the call ended with LockHeldError at 11.1 s).
+      // extended and spend the budget (27 and 30 gave up within 1.6 s that way). Once they outlive
+      // an expiry read, the waiter spaces its polls over its patience, each counted as the three
+      // requests of a turn at a gate out of step (counted as one, 34 gave up at 4.2 s), and its
+      // placeholder never outlasts that patience: its last poll must not find its own key on the
+      // gate (with 40, that poll found it there and the call ended with LockHeldError at 11.1 s).
       const { lock, error, startedAt, endedAt, sends } = await budgetedWaiter(budget, 6000, "around-the-gate", 500);
       expect(error).toBeUndefined();
       expect(lock).toBeDefined();
