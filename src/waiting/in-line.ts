@@ -282,8 +282,9 @@ function leaveIfAborted(w: Waiter, token: string): void {
  * `pacing.spacingHorizon`). None for the first polls of a turn near the front (`frontPolls` sent so
  * far, see `pacing.unspacedAtFront`). While the gate is out of step (our last take found it taken
  * with no release since), a poll is counted as the out-of-step turn it most likely starts (see
- * `limits.OUT_OF_STEP_POLL`): counted as one request, those turns spent a budget of 34 in 4 s behind
- * a holder that extended its keys around the gate, and the call gave up before that holder let go.
+ * `limits.OUT_OF_STEP_POLL`): counted as one request, such turns spend the budget three times as
+ * fast as planned, and behind a holder that extends its keys around the gate the call gives up
+ * before that holder lets go.
  */
 function budgetGapFor(w: Waiter, frontPolls: number): number {
   const s = w.state;
