@@ -26,7 +26,7 @@ import {
   pauseLimit,
   pollsLeft,
   roomForAim,
-  roomForOutOfStepPolls,
+  roomForOutOfStepPoll,
   roomForPoll,
   startPatience,
 } from "./limits.js";
@@ -247,21 +247,19 @@ export async function waitInLine(w: Waiter, firstPollInMs = 0): Promise<Lock | "
 }
 
 /**
- * The wait before the next poll, `spacedMs` as the budget spaces it, while a probe has read when
- * the keys of a holder that won without the gate run out (see `probes.keptOutOfStep`). A poll at
- * that expiry finds them gone when the holder died, and takes the lock then, where a poll spaced
- * over the rest of the patience came seconds later; a poll before it finds them held, unless the
- * holder let go early, and costs the poll, a probe and the placeholder's request. So, by the room
- * the budget has for such turns beyond one more poll and take: with two or more, polls as spaced
- * but not past the expiry; with one, at the expiry and not before; with none, as spaced: that last
- * turn goes to the end of the patience, which a holder that extends its keys (found past an
- * expiry read, after which expiries are not waited for) may reach, where at the expiry it would
- * only find the keys extended and the call would give up.
+ * The wait before the next poll, `spacedMs` as the budget spaces it, but no later than the expiry
+ * that a probe read of the keys of a holder that won without the gate (see `probes.keptOutOfStep`):
+ * a poll then finds them gone when the holder died, and takes the lock, where a poll spaced over
+ * the rest of the patience came seconds later. Only when the budget has room for such a turn (a
+ * poll that takes the gate out of step, see `limits.OUT_OF_STEP_POLL`) and one more poll and take:
+ * otherwise that last turn goes to the end of the patience, which a holder that extends its keys
+ * may reach, where at the expiry it would find them extended and the call would give up. Keys
+ * found past an expiry read are taken to be extended, and expiries are not waited for after that.
  */
 function pollAtExpiry(w: Waiter, spacedMs: number, now: number): number {
   const expiresInMs = w.state.heldElsewhereUntil - now;
-  if (!(expiresInMs > 0 && Number.isFinite(expiresInMs)) || !roomForOutOfStepPolls(w, 1)) return spacedMs;
-  return roomForOutOfStepPolls(w, 2) ? Math.min(spacedMs, expiresInMs) : expiresInMs;
+  if (!(expiresInMs > 0 && Number.isFinite(expiresInMs)) || !roomForOutOfStepPoll(w)) return spacedMs;
+  return Math.min(spacedMs, expiresInMs);
 }
 
 /**

@@ -117,12 +117,12 @@ export function roomForPoll(w: Waiter): boolean {
 }
 
 /**
- * Whether the request budget has room for `turns` polls that each take a gate out of step (the
- * poll, the `PTTL` probe and the request that shortens our key to a placeholder: see
- * `probes.keptOutOfStep`) and still one more poll and take, the lock's release kept.
+ * Whether the request budget has room for a poll that takes a gate out of step (the poll, the
+ * `PTTL` probe and the request that shortens our key to a placeholder: see `probes.keptOutOfStep`)
+ * and still one more poll and take, the lock's release kept.
  */
-export function roomForOutOfStepPolls(w: Waiter, turns: number): boolean {
-  return withinBudget(w.o, w.requestsSent(), turns * OUT_OF_STEP_POLL + 1 + w.takeCost, w.engine.nodes.length);
+export function roomForOutOfStepPoll(w: Waiter): boolean {
+  return withinBudget(w.o, w.requestsSent(), OUT_OF_STEP_POLL + 1 + w.takeCost, w.engine.nodes.length);
 }
 
 /** Requests of a poll that takes a gate out of step while the keys are still held elsewhere. */
