@@ -228,13 +228,12 @@ describe("a waiter whose request budget is spent", () => {
     },
   );
 
-  it.each([30, 34, 40])(
-    "budget %i: behind keys held around the gate until 6 s, gets the lock when they run out, as a probe read them",
-    async (budget) => {
-      // A holder that won without the gate and died: its keys run out at 6 s. The probe after the
-      // poll that took the gate read their PTTL; the waiter polls when they run out, rather than
+  it.each([30, 34, 40].flatMap((budget) => [1500, 3000, 6000, 9000].map((holdMs) => [budget, holdMs] as const)))(
+    "budget %i: behind keys held around the gate for %i ms, gets the lock when they run out, as a probe read them",
+    async (budget, holdMs) => {
+      // A holder that won without the gate and died: its keys run out at `holdMs`. The probe after
+      // the poll that took the gate read their PTTL; the waiter polls when they run out, rather than
       // when its grown placeholder, or the budget's spacing over its patience, would have it.
-      const holdMs = 6000;
       const { lock, error, startedAt, endedAt, sends } = await budgetedWaiter(budget, holdMs, "around-the-gate");
       expect(error).toBeUndefined();
       expect(lock).toBeDefined();
