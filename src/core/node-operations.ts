@@ -64,7 +64,10 @@ export function extendOnNode(
   ttlMs: number,
   context: TaskContext,
 ): Promise<NodeOutcomeKind> {
-  return yesOrHeld(node, extendScript, keys, [token, ttlMs], "extended", context);
+  // Whole ms: Redis refuses a PEXPIRE of 558.75, and a placeholder's length comes from measured
+  // round trips (fractions of a ms on performance.now()); refused, a take's key would keep the
+  // gate, and the line behind it, for its whole TTL.
+  return yesOrHeld(node, extendScript, keys, [token, Math.ceil(ttlMs)], "extended", context);
 }
 
 /** Compare-and-DEL: `released` when any key was ours and is now gone, `not-held` when none was ours. */

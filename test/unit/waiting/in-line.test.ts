@@ -7,6 +7,7 @@
  * the waiter's isolate.
  */
 import { describe, expect, it, vi } from "vitest";
+import { extendScript } from "../../../src/core/scripts/extend.js";
 import { LockHeldError, type RedisNode, Redlock, type RedlockError, RequestBudgetError } from "../../../src/index.js";
 import { gateIndex } from "../../../src/waiting/gate.js";
 import { aimToken, gateMode, range, sweepBudgets } from "../support/budget-count.js";
@@ -129,6 +130,10 @@ async function budgetedWaiter(
   hold: "gate" | "around-the-gate",
   /** Around the gate: the holder sets its keys for twice this and sets them again every this, until `holdMs`. */
   extendEveryMs?: number,
+  /** The waiter's clock. @default fakeClock */
+  waiterClock: { now(): number } = fakeClock,
+  /** Each way between the waiter's isolate and every node. @default 10 */
+  waiterLatencyMs = 10,
 ) {
   const nodes = fakeNodes(NODES);
   const gate = gateIndex([KEY], NODES);
@@ -139,14 +144,14 @@ async function budgetedWaiter(
   const holder = new Redlock({ nodes: isolateView(nodes, () => 1), clock: fakeClock });
   const waiterIsolate = isolateView(
     nodes,
-    () => 10,
+    () => waiterLatencyMs,
     (args) => {
       if (acquiring) sends.push({ at: Date.now(), mode: gateMode(args), counted: !returned });
     },
   );
   // Once, on another key, when KEY is to be held around the gate: the call on KEY then starts
   // with a fan-out, and no cluster check is left to make.
-  const clients = [holder, new Redlock({ nodes: waiterIsolate, clock: fakeClock })];
+  const clients = [holder, new Redlock({ nodes: waiterIsolate, clock: waiterClock })];
   await (hold === "gate" ? takeTurns(clients, KEY, TURNS_MS) : takeTurns(clients, "other", 0));
   let release: () => Promise<unknown> = async () => {};
   if (hold === "gate") {
@@ -164,7 +169,7 @@ async function budgetedWaiter(
   }
   const startedAt = Date.now();
   acquiring = true;
-  const waiter = new Redlock({ nodes: waiterIsolate, clock: fakeClock, requestBudget: budget });
+  const waiter = new Redlock({ nodes: waiterIsolate, clock: waiterClock, requestBudget: budget });
   let endedAt = 0;
   const outcome = waiter.acquire(KEY, 10_000).then(
     (lock) => {
@@ -181,7 +186,7 @@ async function budgetedWaiter(
   });
   await settle(Promise.all([done, after(holdMs).then(release)]), timerByTimer());
   acquiring = false;
-  return { ...(await outcome), startedAt, endedAt, sends, waiter };
+  return { ...(await outcome), startedAt, endedAt, sends, waiter, nodes };
 }
 
 describe("a waiter whose request budget is spent", () => {
@@ -241,6 +246,36 @@ describe("a waiter whose request budget is spent", () => {
       expect(endedAt - (startedAt + holdMs)).toBeGreaterThanOrEqual(0);
       expect(endedAt - (startedAt + holdMs)).toBeLessThanOrEqual(100);
       expect(sends.filter((s) => s.counted).length).toBeLessThanOrEqual(budget - NODES);
+    },
+  );
+
+  it.each([1500, 6000])(
+    "under a clock that reads fractions of a ms (as performance.now does), placeholders are set in whole ms: behind keys held around the gate for %i ms",
+    async (holdMs) => {
+      // A placeholder's length comes from measured round trips and the patience left, fractions
+      // of a ms on such a clock; Redis refuses a PEXPIRE of 558.75, and the take's key would stay
+      // on the gate for the whole TTL, the line behind it (seen with 16 isolates on real nodes).
+      let reads = 0;
+      const subMs = { now: () => Date.now() + (reads++ % 8) / 8 };
+      // Round trips of 80 ms: an unknown hold's placeholder is then 4 round trips (see `pacing.placeholderMs`).
+      const { lock, error, startedAt, endedAt, nodes } = await budgetedWaiter(
+        40,
+        holdMs,
+        "around-the-gate",
+        undefined,
+        subMs,
+        40,
+      );
+      const extends_ = nodes.flatMap((n) =>
+        n.log.filter((c) => c[1] === extendScript.sha1 || c[1] === extendScript.source),
+      );
+      // Not vacuous: the waiter kept placeholders on the gate.
+      expect(extends_.length).toBeGreaterThan(0);
+      for (const c of extends_) expect(Number.isInteger(Number(c.at(-1))), `PEXPIRE by ${String(c.at(-1))}`).toBe(true);
+      expect(error).toBeUndefined();
+      expect(lock).toBeDefined();
+      // A poll and a take after the expiry, round trips of 80 ms.
+      expect(endedAt - (startedAt + holdMs)).toBeLessThanOrEqual(400);
     },
   );
 
