@@ -6,9 +6,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { clusterFingerprint, clusterKey, fnv1a64 } from "../../src/core/fingerprint.js";
-import { clusterScript } from "../../src/core/scripts/cluster.js";
 import { ConfigurationError, type Lock, type RedisNode, Redlock, type RedlockOptions } from "../../src/index.js";
-import { type FakeNode, fakeClock, fakeNodes } from "./support/fake-node.js";
+import { type FakeNode, fakeClock, fakeNodes, isClusterCheck } from "./support/fake-node.js";
 import { run, useFakeTime } from "./support/fake-time.js";
 
 useFakeTime();
@@ -24,7 +23,7 @@ function inAnotherIsolate(nodes: readonly FakeNode[]): RedisNode[] {
   return nodes.map((node) => ({ id: node.id, command: (args, signal) => node.command(args, signal) }));
 }
 
-const checks = (node: FakeNode) => node.log.filter((c) => c[1] === clusterScript.sha1).length;
+const checks = (node: FakeNode) => node.log.filter(isClusterCheck).length;
 
 describe("the fingerprint", () => {
   it("is 64-bit FNV-1a of the protocol version and the sorted servers: pinned, since a change refuses every running client", () => {
@@ -81,8 +80,7 @@ describe("clients of different node lists over shared nodes", () => {
     const nodes = fakeNodes(5);
     await run((await run(client(nodes.slice(0, 3)).acquire("a", 10_000))).release());
     // The check answers 50 ms after the acquisition did: B holds "r" on 2, 3 and 4 by then.
-    for (const node of nodes)
-      node.latency = (args) => ({ requestMs: 0, replyMs: args[1] === clusterScript.sha1 ? 50 : 0 });
+    for (const node of nodes) node.latency = (args) => ({ requestMs: 0, replyMs: isClusterCheck(args) ? 50 : 0 });
     const b = client(nodes.slice(2, 5), { maxAttempts: 1 });
     const error = await run(b.acquire("r", 10_000), 1).catch((e) => e);
     expect(error).toBeInstanceOf(ConfigurationError);
@@ -100,8 +98,7 @@ describe("clients of different node lists over shared nodes", () => {
     for (const node of nodes.slice(2)) node.occupy("r", "foreign", 60_000);
     // The check answers after the first attempt was refused: B is waiting by then. Its signal is
     // the caller's alone (see Cluster.acquire), so the wait ends by its own limit.
-    for (const node of nodes)
-      node.latency = (args) => ({ requestMs: 0, replyMs: args[1] === clusterScript.sha1 ? 50 : 0 });
+    for (const node of nodes) node.latency = (args) => ({ requestMs: 0, replyMs: isClusterCheck(args) ? 50 : 0 });
     const b = client(nodes.slice(2, 5), { acquireTimeoutMs: 2000 });
     await expect(run(b.acquire("r", 10_000))).rejects.toBeInstanceOf(ConfigurationError);
     await expect(run(b.tryAcquire("r", 10_000))).rejects.toBeInstanceOf(ConfigurationError);

@@ -44,6 +44,11 @@ export interface FakeNodeSnapshot {
   readonly hashes: Map<string, Map<string, string>>;
 }
 
+/** Whether a request is the cluster check (see src/core/fingerprint.ts; sent by `EVAL`, or by `EVALSHA` by older versions). */
+export function isClusterCheck(args: readonly RedisArgument[]): boolean {
+  return args[1] === clusterScript.source || args[1] === clusterScript.sha1;
+}
+
 /** A clock for the fake timers. */
 export const fakeClock = { now: () => Date.now() };
 
@@ -65,7 +70,7 @@ export class FakeNode extends MemoryRedis implements RedisNode {
 
   /** The log without the cluster check that a client's first acquisitions send alongside (see src/core/fingerprint.ts). */
   get lockLog(): RedisArgument[][] {
-    return this.log.filter((c) => !(c[1] === clusterScript.sha1 || c[1] === clusterScript.source));
+    return this.log.filter((c) => !isClusterCheck(c));
   }
 
   /** The store as the gate scripts see it. */

@@ -17,9 +17,9 @@ describe("scripts on a node whose script cache was flushed", () => {
   it("the first script pays the NOSCRIPT round trip; the others of this client go as EVAL at once, then EVALSHA again", async () => {
     const nodes = fakeNodes(3);
     const redlock = new Redlock({ nodes, clock: fakeClock });
-    // A warm node: EVALSHA only.
+    // A warm node: EVALSHA only (the client's cluster check, first, goes by EVAL always).
     await run((await run(redlock.acquire(["a", "b"], 10_000), 1)).release(), 1);
-    for (const n of nodes) expect(commands(n.log)).toEqual(["EVALSHA", "EVALSHA", "EVALSHA"]);
+    for (const n of nodes) expect(commands(n.log)).toEqual(["EVAL", "EVALSHA", "EVALSHA"]);
     // The nodes restart: every script is gone from their caches.
     for (const n of nodes) {
       n.scriptCache.clear();
@@ -79,5 +79,17 @@ describe("scripts on a node whose script cache was flushed", () => {
     expect(commands(nodes[0]!.log)).toEqual(["EVALSHA", "EVALSHA"]);
     expect(commands(nodes[1]!.log)).toEqual(["EVALSHA", "EVAL", "EVAL"]);
     expect(commands(nodes[2]!.log)).toEqual(["EVALSHA", "EVALSHA"]);
+  });
+
+  it("the cluster check goes by EVAL: on nodes whose cache is cold, a fresh client's first call sends one request per node for it", async () => {
+    const nodes = fakeNodes(3);
+    for (const n of nodes) n.scriptCache.clear();
+    const redlock = new Redlock({ nodes, clock: fakeClock });
+    const lock = await run(redlock.acquire("a", 10_000), 1);
+    for (const n of nodes) {
+      const checks = n.log.filter((c) => c !== undefined && n.lockLog.indexOf(c) < 0);
+      expect(commands(checks)).toEqual(["EVAL"]);
+    }
+    await run(lock.release(), 1);
   });
 });
