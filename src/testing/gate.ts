@@ -53,6 +53,8 @@ export interface GateState {
    * through the gate, no hold to estimate one by), 0 otherwise: the first in line's time counts from it.
    */
   seen: number;
+  /** When the gate last told the first in line the lock would free up (0 after a take): its half hold counts from there when that is later than the release. */
+  due: number;
 }
 
 function stateOf(store: GateStore, queueKey: string): GateState {
@@ -79,6 +81,7 @@ function stateOf(store: GateStore, queueKey: string): GateState {
       foreign: 0,
       unreleased: 0,
       seen: 0,
+      due: 0,
     };
     store.gates.set(queueKey, state);
   }
@@ -146,6 +149,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     }
     freed = state.seen;
   } else if (pttl !== -2) state.seen = 0;
+  if (state.due > freed) freed = state.due;
   const late = freed > 0 && now - freed > Math.max(20, Math.floor(state.hold / 2));
   if ((mode === "take" || mode === "aim") && pttl === -2 && (rank === 0 || late)) {
     for (const key of lockKeys) store.set(key, token, Number(ttl));
@@ -155,6 +159,7 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
     state.unreleased = state.released === 0 && state.took > 0 ? state.unreleased + 1 : 0;
     state.released = 0;
     state.seen = 0;
+    state.due = 0;
     state.took = now;
     state.taker = token;
     state.polled = mode !== "aim";
@@ -176,7 +181,10 @@ export function runGate(store: GateStore, keys: string[], argv: string[]): Redis
       const lead = byTaker && state.polled ? state.lead : 0;
       const expect = byTaker && state.expecter === state.taker && state.expect > 0 ? state.expect : state.hold;
       const predicted = byTaker && state.unreleased > 0 ? 0 : Math.max(0, expect + lead - elapsed);
-      if (predicted < pttl) freeIn = predicted;
+      if (predicted < pttl) {
+        freeIn = predicted;
+        if (rank === 0 && predicted > 0) state.due = now + predicted;
+      }
     }
   }
   return [0, rank, pttl, freeIn, state.hold, ticket, state.dev, state.cycle, state.turns, contested, 0];

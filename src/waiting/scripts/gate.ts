@@ -28,6 +28,13 @@
  * aiming takes at it).
  * The first in line has the lock to itself once it is free; if it has not come for it after half
  * a hold (20 ms at least), whoever polls first takes it, so a waiter that oversleeps stalls no one.
+ * The half hold counts from the release, or from the time the gate last told the first in line
+ * the lock would free up (`due`, kept from its poll until the next take) when that is later: the
+ * first in line aims its take there, a fan-out whose other nodes are asked at once, and a release
+ * that came early would otherwise let a poll behind it take the gate while that take is on its
+ * way, splitting the nodes between them (the take that lost the gate then wins the others, and
+ * the one that took it asks them again and cleans up: a dozen requests of its budget). The time
+ * told is a prediction from a hold, so this keeps a free lock at most about a hold longer.
  * When the lock came free without a release through the gate (a placeholder that ran out, a lock
  * that expired or was released elsewhere), the half hold counts from a whole hold after the last
  * take: counted from the last release only, a place nobody came back for stood at the head until
@@ -145,6 +152,10 @@ freed = seen
 elseif seen > 0 and pttl ~= -2 then
 redis.call("HSET", stats, "seen", 0)
 end
+local due = tonumber(redis.call("HGET", stats, "due") or "0")
+if due > freed then
+freed = due
+end
 local late = freed > 0 and now - freed > math.max(20, math.floor(hold / 2))
 if (mode == "take" or mode == "aim") and pttl == -2 and (rank == 0 or late) then
 for i = 1, n do
@@ -164,7 +175,7 @@ local polled = 1
 if mode == "aim" then
 polled = 0
 end
-redis.call("HSET", stats, "released", 0, "seen", 0, "taker", ARGV[3], "took", now, "unreleased", streak, "polled", polled, "expect", tonumber(ARGV[8]) or 0, "expecter", ARGV[3])
+redis.call("HSET", stats, "released", 0, "seen", 0, "due", 0, "taker", ARGV[3], "took", now, "unreleased", streak, "polled", polled, "expect", tonumber(ARGV[8]) or 0, "expecter", ARGV[3])
 redis.call("PEXPIRE", stats, 600000)
 return {1, 0, -2, ago, hold, ticket, dev, cycle, turns, 0, streak}
 end
@@ -204,9 +215,12 @@ predicted = 0
 end
 if predicted < pttl then
 freeIn = predicted
+if rank == 0 and predicted > 0 then
+redis.call("HSET", stats, "due", now + predicted)
+end
 end
 end
 end
 return {0, rank, pttl, freeIn, hold, ticket, dev, cycle, turns, contested, 0}`,
-  sha1: "54be01efbfe7ed1572f89d72d1fa34cc222a3c93",
+  sha1: "3eaea63f98f5b9a8bf013c114e8653b0269bf7a7",
 });

@@ -5,7 +5,7 @@
  * half hold starts when the gate saw no release of the lock.
  */
 import { describe, expect, it } from "vitest";
-import { type GateAnswer, pollGate } from "../../../src/waiting/gate.js";
+import { type GateAnswer, pollGate, releaseOnGate } from "../../../src/waiting/gate.js";
 import { fakeNodes } from "../support/fake-node.js";
 import { run, useFakeTime } from "../support/fake-time.js";
 
@@ -27,7 +27,10 @@ function gateNode() {
       ),
       1,
     );
-  return { node, poll };
+  const context = { signal: new AbortController().signal, countRequest() {} };
+  const release = (waiter: string) =>
+    run(releaseOnGate(node, [KEY], waiter.padEnd(40, "0"), { ttlMs: 5000, gateLeadMs: 0 }, context), 1);
+  return { node, poll, release };
 }
 
 /**
@@ -79,6 +82,48 @@ describe("a free lock the gate saw no release of", () => {
     // Free again: counted from this look, not from the first.
     expect((await poll("w2")).taken).toBe(false);
     await waitMs(25);
+    expect((await poll("w2")).taken).toBe(true);
+  });
+});
+
+/**
+ * A line whose holds the gate has learned (100 ms), holder h holding KEY again: w1, first in line,
+ * is told when the lock frees up (in 100 ms), and w2 lines up behind it. Then h lets go early,
+ * 40 ms in.
+ */
+async function releasedBeforeTheTimeTold() {
+  const gate = gateNode();
+  expect((await gate.poll("h")).taken).toBe(true);
+  await waitMs(100);
+  expect((await gate.release("h")).outcome).toBe("released");
+  expect((await gate.poll("h")).taken).toBe(true);
+  const first = await gate.poll("w1");
+  expect(first.rank).toBe(0);
+  expect(first.freeInMs).toBe(100);
+  expect((await gate.poll("w2")).rank).toBe(1);
+  await waitMs(40);
+  expect((await gate.release("h")).outcome).toBe("released");
+  return gate;
+}
+
+describe("a release before the time the gate told the first in line", () => {
+  it("the lock stays the first in line's until half a hold after that time, not after the release: its take is aimed there", async () => {
+    const { poll } = await releasedBeforeTheTimeTold();
+    // Half a hold (50 ms) after the release, 5 ms before the time told: the take aimed at it (a
+    // fan-out, its other nodes asked at once) is on its way, and a take here would split them.
+    await waitMs(55);
+    const behind = await poll("w2");
+    expect(behind.taken).toBe(false);
+    expect(behind.pttlMs).toBe(-2);
+    await waitMs(10);
+    expect((await poll("w1")).taken).toBe(true);
+  });
+
+  it("negative control: a first in line that does not come by half a hold after that time loses it to whoever polls", async () => {
+    const { poll } = await releasedBeforeTheTimeTold();
+    await waitMs(55);
+    expect((await poll("w2")).taken).toBe(false);
+    await waitMs(60);
     expect((await poll("w2")).taken).toBe(true);
   });
 });
