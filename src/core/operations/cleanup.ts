@@ -148,7 +148,11 @@ async function sweep(
   }
 }
 
-/** Our key on node `index`, set with `token`, now lasts `holdMs`: one extend, counted by the call's meter. */
+/**
+ * Our key on node `index`, set with `token`, now lasts `holdMs`: one extend, counted by the call's
+ * meter. A failure goes to `onNodeError`: refused, the key keeps the TTL its take set, and the
+ * gate's line waits behind it.
+ */
 export async function extendOne(
   engine: Engine,
   request: AcquireRequest,
@@ -166,6 +170,9 @@ export async function extendOne(
     clock: request.options.clock,
     meter: request.meter,
     task: (_, context) => extendOnNode(node, request.keys, token, holdMs, context),
+    onNodeError: request.options.onNodeError,
+    operation: "extend",
+    resources: request.resources,
   });
   const [outcome] = await fan.outcomes;
   return outcome as NodeOutcome;

@@ -7,8 +7,16 @@
  * the waiter's isolate.
  */
 import { describe, expect, it, vi } from "vitest";
+import { NodeError } from "../../../src/base/errors.js";
 import { extendScript } from "../../../src/core/scripts/extend.js";
-import { LockHeldError, type RedisNode, Redlock, type RedlockError, RequestBudgetError } from "../../../src/index.js";
+import {
+  LockHeldError,
+  type RedisNode,
+  Redlock,
+  type RedlockError,
+  type RedlockOptions,
+  RequestBudgetError,
+} from "../../../src/index.js";
 import { gateIndex } from "../../../src/waiting/gate.js";
 import { aimToken, gateMode, range, sweepBudgets } from "../support/budget-count.js";
 import { fakeClock, fakeNodes, isolateView } from "../support/fake-node.js";
@@ -134,6 +142,8 @@ async function budgetedWaiter(
   waiterClock: { now(): number } = fakeClock,
   /** Each way between the waiter's isolate and every node. @default 10 */
   waiterLatencyMs = 10,
+  /** The waiter's `onNodeError`, and whether the gate refuses every extend of the waiter's with a Redis error. */
+  faults: { onNodeError?: RedlockOptions["onNodeError"]; gateRefusesExtends?: boolean } = {},
 ) {
   const nodes = fakeNodes(NODES);
   const gate = gateIndex([KEY], NODES);
@@ -145,8 +155,18 @@ async function budgetedWaiter(
   const waiterIsolate = isolateView(
     nodes,
     () => waiterLatencyMs,
-    (args) => {
+    (args, i) => {
       if (acquiring) sends.push({ at: Date.now(), mode: gateMode(args), counted: !returned });
+      if (
+        faults.gateRefusesExtends &&
+        i === gate &&
+        (args[1] === extendScript.sha1 || args[1] === extendScript.source)
+      ) {
+        throw new NodeError(`node-${i}`, "ERR value is not an integer or out of range", {
+          status: 400,
+          redisError: "ERR value is not an integer or out of range",
+        });
+      }
     },
   );
   // Once, on another key, when KEY is to be held around the gate: the call on KEY then starts
@@ -169,7 +189,12 @@ async function budgetedWaiter(
   }
   const startedAt = Date.now();
   acquiring = true;
-  const waiter = new Redlock({ nodes: waiterIsolate, clock: waiterClock, requestBudget: budget });
+  const waiter = new Redlock({
+    nodes: waiterIsolate,
+    clock: waiterClock,
+    requestBudget: budget,
+    ...(faults.onNodeError ? { onNodeError: faults.onNodeError } : {}),
+  });
   let endedAt = 0;
   const outcome = waiter.acquire(KEY, 10_000).then(
     (lock) => {
@@ -278,6 +303,22 @@ describe("a waiter whose request budget is spent", () => {
       expect(endedAt - (startedAt + holdMs)).toBeLessThanOrEqual(400);
     },
   );
+
+  it("a Redis error refusing a placeholder's shortening is told to onNodeError, as the extend's", async () => {
+    // Refused, the take's key stays on the gate for its whole TTL: the line waits behind it
+    // (fractional ms were refused so, silently). Reported, such a refusal shows.
+    const onNodeError = vi.fn();
+    await budgetedWaiter(40, 1500, "around-the-gate", undefined, fakeClock, 10, {
+      onNodeError,
+      gateRefusesExtends: true,
+    });
+    const refusals = onNodeError.mock.calls.filter(([event]) => event.operation === "extend");
+    expect(refusals.length).toBeGreaterThan(0);
+    for (const [event] of refusals) {
+      expect(event.outcome.outcome).toBe("error");
+      expect(event.resources).toEqual([KEY]);
+    }
+  });
 
   it.each([27, 30, 34, 40, 50])(
     "budget %i: behind a holder around the gate that extends its keys until 6 s, gets the lock once it stops",
