@@ -138,13 +138,18 @@ async function budgetedWaiter(
   hold: "gate" | "around-the-gate",
   /** Around the gate: the holder sets its keys for twice this and sets them again every this, until `holdMs`. */
   extendEveryMs?: number,
-  /** The waiter's clock. @default fakeClock */
-  waiterClock: { now(): number } = fakeClock,
-  /** Each way between the waiter's isolate and every node. @default 10 */
-  waiterLatencyMs = 10,
-  /** The waiter's `onNodeError`, and whether the gate refuses every extend of the waiter's with a Redis error. */
-  faults: { onNodeError?: RedlockOptions["onNodeError"]; gateRefusesExtends?: boolean } = {},
+  /**
+   * The waiter's isolate: its clock (@default fakeClock), each way to every node (@default 10 ms),
+   * its `onNodeError`, and whether the gate refuses each of its extends with a Redis error.
+   */
+  isolate: {
+    clock?: { now(): number };
+    oneWayMs?: number;
+    onNodeError?: RedlockOptions["onNodeError"];
+    gateRefusesExtends?: boolean;
+  } = {},
 ) {
+  const { clock: waiterClock = fakeClock, oneWayMs = 10, onNodeError, gateRefusesExtends = false } = isolate;
   const nodes = fakeNodes(NODES);
   const gate = gateIndex([KEY], NODES);
   let acquiring = false;
@@ -154,14 +159,10 @@ async function budgetedWaiter(
   const holder = new Redlock({ nodes: isolateView(nodes, () => 1), clock: fakeClock });
   const waiterIsolate = isolateView(
     nodes,
-    () => waiterLatencyMs,
+    () => oneWayMs,
     (args, i) => {
       if (acquiring) sends.push({ at: Date.now(), mode: gateMode(args), counted: !returned });
-      if (
-        faults.gateRefusesExtends &&
-        i === gate &&
-        (args[1] === extendScript.sha1 || args[1] === extendScript.source)
-      ) {
+      if (gateRefusesExtends && i === gate && (args[1] === extendScript.sha1 || args[1] === extendScript.source)) {
         throw new NodeError(`node-${i}`, "ERR value is not an integer or out of range", {
           status: 400,
           redisError: "ERR value is not an integer or out of range",
@@ -193,7 +194,7 @@ async function budgetedWaiter(
     nodes: waiterIsolate,
     clock: waiterClock,
     requestBudget: budget,
-    ...(faults.onNodeError ? { onNodeError: faults.onNodeError } : {}),
+    ...(onNodeError ? { onNodeError } : {}),
   });
   let endedAt = 0;
   const outcome = waiter.acquire(KEY, 10_000).then(
@@ -288,8 +289,10 @@ describe("a waiter whose request budget is spent", () => {
         holdMs,
         "around-the-gate",
         undefined,
-        subMs,
-        40,
+        {
+          clock: subMs,
+          oneWayMs: 40,
+        },
       );
       const extends_ = nodes.flatMap((n) =>
         n.log.filter((c) => c[1] === extendScript.sha1 || c[1] === extendScript.source),
@@ -308,10 +311,7 @@ describe("a waiter whose request budget is spent", () => {
     // Refused, the take's key stays on the gate for its whole TTL: the line waits behind it
     // (fractional ms were refused so, silently). Reported, such a refusal shows.
     const onNodeError = vi.fn();
-    await budgetedWaiter(40, 1500, "around-the-gate", undefined, fakeClock, 10, {
-      onNodeError,
-      gateRefusesExtends: true,
-    });
+    await budgetedWaiter(40, 1500, "around-the-gate", undefined, { onNodeError, gateRefusesExtends: true });
     const refusals = onNodeError.mock.calls.filter(([event]) => event.operation === "extend");
     expect(refusals.length).toBeGreaterThan(0);
     for (const [event] of refusals) {
