@@ -9,7 +9,7 @@ import type { NodeOutcome } from "../base/report.js";
 import type { RedisNode } from "../transport/rest.js";
 import type { TaskContext } from "./fanout.js";
 import { clusterScript } from "./scripts/cluster.js";
-import { runScript } from "./scripts/script.js";
+import { runScriptBySource } from "./scripts/script.js";
 
 /** Bumped when a change makes two versions unsafe side by side on the same nodes. */
 export const PROTOCOL_VERSION = 2;
@@ -61,7 +61,7 @@ export async function keptOnNode(
   mode: "check" | "reset",
   context: TaskContext,
 ): Promise<string> {
-  const reply = await runScript(node, clusterScript, [clusterKey(keyPrefix)], [fingerprint, mode], context);
+  const reply = await runScriptBySource(node, clusterScript, [clusterKey(keyPrefix)], [fingerprint, mode], context);
   if (typeof reply === "string" && FINGERPRINT.test(reply)) return reply;
   const what =
     typeof reply === "string" ? `a string of ${reply.length} characters` : reply === null ? "nil" : "another type";

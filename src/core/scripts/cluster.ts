@@ -9,8 +9,7 @@ import type { Script } from "./script.js";
  * KEYS[1]: the fingerprint key. ARGV[1]: the client's fingerprint. ARGV[2]: `check` stores it
  * when the node keeps none (no TTL: only a reset replaces it), `reset` stores it in any case.
  * Returns the fingerprint the node keeps. Atomic, so two clients that check at once both read the
- * one that won. Sent by its source: a client checks a node once, and a fresh isolate's first call,
- * which sends the check beside its first fan-out, would pay a node's cold script cache twice.
+ * one that won. Sent by its source (see `script.runScriptBySource`): a client checks a node once.
  */
 export const clusterScript: Script = Object.freeze({
   name: "cluster",
@@ -21,5 +20,4 @@ redis.call("SET", KEYS[1], ARGV[1], "NX")
 end
 return redis.call("GET", KEYS[1])`,
   sha1: "6e3f71b211bde8319f008e93466bbab51be7ff95",
-  bySource: true,
 });

@@ -18,13 +18,6 @@ export interface Script {
   readonly source: string;
   /** The SHA-1 of `source`, as sent by `EVALSHA`. */
   readonly sha1: string;
-  /**
-   * Always sent as `EVAL` with its source: for a short script that a client runs about once per
-   * node (the cluster check), where `EVALSHA` costs a node with a cold cache (a new database, a
-   * restart) two requests instead of one, on exactly the call that has the most to send.
-   * @default false
-   */
-  readonly bySource?: boolean;
 }
 
 /** Run `script` on `node`, counting each request on `context`. */
@@ -36,6 +29,23 @@ export function runScript(
   context: TaskContext,
 ): Promise<RedisReply> {
   return runScriptRead(node, script, keys, args, context, replyAsIs);
+}
+
+/**
+ * Run `script` on `node` by `EVAL` with its source, never `EVALSHA` first: for a short script a
+ * client runs about once per node (the cluster check), where `EVALSHA` costs a node whose script
+ * cache is cold (a new database, a restart) two requests instead of one, on a fresh isolate's
+ * first call, the one with the most to send.
+ */
+export function runScriptBySource(
+  node: RedisNode,
+  script: Script,
+  keys: readonly string[],
+  args: readonly RedisArgument[],
+  context: TaskContext,
+): Promise<RedisReply> {
+  context.countRequest();
+  return send(node, scriptCommand("EVAL", script.source, keys, args), context.signal);
 }
 
 /**
@@ -53,11 +63,6 @@ export function runScriptRead<T>(
   read: (reply: RedisReply, node: RedisNode, keys: readonly string[]) => T,
 ): Promise<T> {
   context.countRequest();
-  if (script.bySource === true) {
-    return send(node, scriptCommand("EVAL", script.source, keys, args), context.signal).then((reply) =>
-      read(reply, node, keys),
-    );
-  }
   const since = flushed.get(node);
   if (since !== undefined && !since.has(script.sha1)) {
     return byEval(node, script, keys, args, context.signal, since).then((reply) => read(reply, node, keys));
