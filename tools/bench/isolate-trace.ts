@@ -21,7 +21,9 @@
  * it won with a take aimed at the release and how many with one sent after a poll took the gate,
  * when the single take left relative to the release, how long a take took to its quorum-th answer
  * (`quorum`: 3 for the parts' N = 5), how many handoffs waited for a placeholder on the gate to run
- * out, and the critical section's own spread.
+ * out, and the critical section's own spread; and from the gate's answers, how far its predictions
+ * were from the releases, where the aimed takes landed against them, and what the aims cost as
+ * they went and with the one margin that would have cost least (see {@link PredictionFigures}).
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -273,6 +275,38 @@ export interface PredictionFigures {
   firstHolds: Quantiles & { count: number };
   /** Aimed takes answered, those that took the gate, and of the others: before the holder's release, or after another take. */
   aims: { answered: number; taken: number; early: number; afterAnotherTake: number };
+  /**
+   * Where the aimed takes landed against the releases they went for (release landing on the gate
+   * less the aim's landing: positive, the aim came early), and what that cost: an aim that came
+   * early is sent again at once, a round trip (its own) later, until one lands after the release;
+   * the cost of an aim is how long after the release that one landed. `asAimed` as the aims went;
+   * `bestShift` with every aim moved by the one shift (ms, positive: later) that costs least, the
+   * nearest to 0 among equals: what a better margin could save with the same predictions.
+   */
+  aimCost: {
+    count: number;
+    offset: Quantiles;
+    asAimed: { meanMs: number; early: number };
+    bestShift: { shiftMs: number; meanMs: number; early: number };
+  };
+}
+
+/** How far {@link PredictionFigures.aimCost}'s best shift is looked for, each way, in ms. */
+const MAX_SHIFT_MS = 100;
+
+/** The mean cost of aims that landed `offset` before their release, each moved later by `shift` (see `aimCost`). */
+function aimCostAt(aims: readonly { offset: number; rtt: number }[], shift: number): { meanMs: number; early: number } {
+  let sum = 0;
+  let early = 0;
+  for (const { offset, rtt } of aims) {
+    const before = offset - shift;
+    if (before <= 0) sum -= before;
+    else {
+      early++;
+      sum += Math.ceil(before / rtt) * rtt - before;
+    }
+  }
+  return { meanMs: aims.length === 0 ? Number.NaN : sum / aims.length, early };
 }
 
 /** A key set again since an answer reads this much more PTTL than the time between the two answers leaves. */
@@ -286,7 +320,7 @@ const RESET_PTTL_MS = 60;
  * the last taker before that poll. Not for traces of systems other than edge-redlock.
  */
 export function analysePredictions(events: readonly TraceEvent[]): PredictionFigures {
-  type Request = { pid: string; node?: string; script?: string; at: number; land: number; reply?: string };
+  type Request = { pid: string; node?: string; script?: string; at: number; land: number; rtt: number; reply?: string };
   const open = new Map<string, { at: number; event: TraceEvent }[]>();
   const answered: Request[] = [];
   for (const e of [...events].sort((a, b) => a.at - b.at)) {
@@ -306,6 +340,7 @@ export function analysePredictions(events: readonly TraceEvent[]): PredictionFig
         script: e.script,
         at: sent.at,
         land: (sent.at + e.at) / 2,
+        rtt: e.at - sent.at,
         reply: e.reply,
       });
   }
@@ -316,6 +351,8 @@ export function analysePredictions(events: readonly TraceEvent[]): PredictionFig
   const figures = (r: Request) => (r.reply ?? "").split(",").map(Number);
   const established: number[] = [];
   const firstHolds: number[] = [];
+  const landed: { offset: number; rtt: number }[] = [];
+  const aimedAt = new Set<string>();
   const aims = { answered: 0, taken: 0, early: 0, afterAnotherTake: 0 };
   const byPid = new Map<string, Request[]>();
   for (const r of answered) {
@@ -332,6 +369,28 @@ export function analysePredictions(events: readonly TraceEvent[]): PredictionFig
       const [taken, , pttl] = figures(aim);
       const [, rank, pollPttl = -2, freeIn = 0] = figures(poll);
       aims.answered++;
+      const before = takes.filter(
+        (t) => t.node === aim.node && t.land < aim.land && processOf(t.pid) !== processOf(aim.pid),
+      );
+      const went = before.at(-1);
+      // The holder's release through the gate, if it came before the gate's next take (a hold that
+      // ended otherwise, a placeholder that ran out, has none).
+      const nextTake = went ? takes.find((t) => t.node === aim.node && t.land > went.land) : undefined;
+      const releasedBy = went
+        ? releases.find(
+            (r) =>
+              r.node === aim.node &&
+              processOf(r.pid) === processOf(went.pid) &&
+              r.land > went.land &&
+              (nextTake === undefined || r.land <= nextTake.land),
+          )
+        : undefined;
+      // An aim sent again after it came early went for the same release: its cost is the first's.
+      const first = releasedBy !== undefined && !aimedAt.has(`${aim.pid} ${releasedBy.land}`);
+      if (releasedBy !== undefined && first && aim.rtt > 0) {
+        aimedAt.add(`${aim.pid} ${releasedBy.land}`);
+        landed.push({ offset: releasedBy.land - aim.land, rtt: aim.rtt });
+      }
       if (taken === 1) aims.taken++;
       else if (pttl !== -2 && pollPttl !== -2 && (pttl as number) > pollPttl - (aim.land - poll.land) + RESET_PTTL_MS)
         aims.afterAnotherTake++;
@@ -347,10 +406,23 @@ export function analysePredictions(events: readonly TraceEvent[]): PredictionFig
       (earlier < 2 ? firstHolds : established).push(release.land - (poll.land + freeIn));
     }
   }
+  let bestShift = { shiftMs: 0, ...aimCostAt(landed, 0) };
+  for (let step = 1; step <= 2 * MAX_SHIFT_MS; step++) {
+    for (const shiftMs of [step / 2, -step / 2]) {
+      const cost = aimCostAt(landed, shiftMs);
+      if (cost.meanMs < bestShift.meanMs) bestShift = { shiftMs, ...cost };
+    }
+  }
   return {
     established: { ...quantiles(established), count: established.length },
     firstHolds: { ...quantiles(firstHolds), count: firstHolds.length },
     aims,
+    aimCost: {
+      count: landed.length,
+      offset: quantiles(landed.map((a) => a.offset)),
+      asAimed: aimCostAt(landed, 0),
+      bestShift,
+    },
   };
 }
 
@@ -399,6 +471,11 @@ if (process.argv[1]?.endsWith("isolate-trace.ts") && import.meta.url === pathToF
       );
       console.log(
         `  release less its prediction, an isolate's first two holds (${p.firstHolds.count}): ${show(p.firstHolds)}`,
+      );
+      const c = p.aimCost;
+      console.log(`  release less the aim's landing (${c.count}, positive: the aim came early): ${show(c.offset)}`);
+      console.log(
+        `  an aim's cost, landing after the release (sent again a round trip later while early): as aimed ${c.asAimed.meanMs.toFixed(1)} ms, ${c.asAimed.early} early; every aim ${c.bestShift.shiftMs} ms later, the least: ${c.bestShift.meanMs.toFixed(1)} ms, ${c.bestShift.early} early`,
       );
     }
   }

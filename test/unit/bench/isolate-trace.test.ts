@@ -169,6 +169,37 @@ describe("the isolates trace analysis", () => {
     expect(first.firstHolds).toEqual(expect.objectContaining({ count: 2, mean: 15 }));
     expect(first.established.count).toBe(0);
   });
+
+  it("prices the aimed takes by how long after the release they landed, and finds the margin that costs least", () => {
+    const gate = (pid: string, sent: number, answered: number, script: string, reply = "") => [
+      `${sent} ${pid} send 5 EVALSHA ${script}`,
+      `${answered} ${pid} recv 5 EVALSHA ${script} ${reply}`.trimEnd(),
+    ];
+    const text = [
+      ...gate("a", 1000, 1020, "gate:take", "1,0,-2,-1"), // a takes, landing at 1010
+      ...gate("b", 1030, 1050, "gate:take", "0,0,9960,70"), // every aim follows a poll
+      ...gate("b", 1085, 1125, "gate:aim", "0,0,30,0"), // lands at 1105: 5 ms before a's release
+      ...gate("a", 1100, 1120, "gate-release"), // lands at 1110
+      ...gate("b", 1130, 1170, "gate:aim", "1,0,-2,0"), // sent again: lands at 1150 and takes
+      ...gate("c", 1160, 1180, "gate:take", "0,0,9980,40"),
+      ...gate("c", 1190, 1230, "gate:aim", "1,0,-2,0"), // lands at 1210, 3 ms after b's release
+      ...gate("b", 1195, 1219, "gate-release"), // lands at 1207
+      ...gate("d", 1250, 1270, "gate:take", "0,0,9950,50"),
+      ...gate("d", 1300, 1340, "gate:aim", "1,0,-2,0"), // lands at 1320, 7 ms after c's release
+      ...gate("c", 1303, 1323, "gate-release"), // lands at 1313
+    ].join("\n");
+    const { aimCost } = analysePredictions(parseTrace(text));
+    // b's second aim went for the release its first came early for: it is not counted again.
+    expect(aimCost.count).toBe(3);
+    expect(aimCost.offset.mean).toBeCloseTo((5 - 3 - 7) / 3, 6);
+    // b's first aim lands again 40 ms later, 35 ms after the release; c's and d's, 3 and 7 ms after.
+    expect(aimCost.asAimed).toEqual({ meanMs: (35 + 3 + 7) / 3, early: 1 });
+    // Every aim 5 ms later: b's lands with the release, c's and d's 8 and 12 ms after it.
+    expect(aimCost.bestShift).toEqual({ shiftMs: 5, meanMs: (0 + 8 + 12) / 3, early: 0 });
+    // Negative control: with no release through the gate, no aim is priced.
+    const none = analysePredictions(parseTrace(text.replace(/ gate-release/g, " release")));
+    expect(none.aimCost.count).toBe(0);
+  });
 });
 
 describe("the trace recorder", () => {
