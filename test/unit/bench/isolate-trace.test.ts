@@ -26,6 +26,11 @@ function take(pid: string, at: number, answers: readonly number[]): string[] {
   return [...sends, ...recvs];
 }
 
+/** A request to the gate node (port 5) sent at `sent` and answered at `answered`: it lands halfway. */
+function gate(pid: string, sent: number, answered: number, script: string, reply = ""): string[] {
+  return [`${sent} ${pid} send 5 EVALSHA ${script}`, `${answered} ${pid} recv 5 EVALSHA ${script} ${reply}`.trimEnd()];
+}
+
 describe("the isolates trace analysis", () => {
   it("measures each handoff from the release to the next grant, and the take that won it", () => {
     const text = [
@@ -140,11 +145,6 @@ describe("the isolates trace analysis", () => {
   });
 
   it("measures the gate's predictions against the releases, and sorts the aimed takes that missed", () => {
-    /** A request to the gate node (port 5) sent at `sent` and answered at `answered`: it lands halfway. */
-    const gate = (pid: string, sent: number, answered: number, script: string, reply = "") => [
-      `${sent} ${pid} send 5 EVALSHA ${script}`,
-      `${answered} ${pid} recv 5 EVALSHA ${script} ${reply}`.trimEnd(),
-    ];
     const lastHold = [
       ...gate("a", 1000, 1020, "gate:take", "1,0,-2,-1"), // a takes, landing at 1010
       ...gate("b", 1030, 1050, "gate:take", "0,0,9960,100"), // b first in line: free at 1040 + 100
@@ -171,10 +171,6 @@ describe("the isolates trace analysis", () => {
   });
 
   it("prices the aimed takes by how long after the release they landed, and finds the margin that costs least", () => {
-    const gate = (pid: string, sent: number, answered: number, script: string, reply = "") => [
-      `${sent} ${pid} send 5 EVALSHA ${script}`,
-      `${answered} ${pid} recv 5 EVALSHA ${script} ${reply}`.trimEnd(),
-    ];
     const text = [
       ...gate("a", 1000, 1020, "gate:take", "1,0,-2,-1"), // a takes, landing at 1010
       ...gate("b", 1030, 1050, "gate:take", "0,0,9960,70"), // every aim follows a poll
