@@ -369,10 +369,9 @@ export function analysePredictions(events: readonly TraceEvent[]): PredictionFig
       const [taken, , pttl] = figures(aim);
       const [, rank, pollPttl = -2, freeIn = 0] = figures(poll);
       aims.answered++;
-      const before = takes.filter(
-        (t) => t.node === aim.node && t.land < aim.land && processOf(t.pid) !== processOf(aim.pid),
-      );
-      const went = before.at(-1);
+      const went = takes
+        .filter((t) => t.node === aim.node && t.land < aim.land && processOf(t.pid) !== processOf(aim.pid))
+        .at(-1);
       // The holder's release through the gate, if it came before the gate's next take (a hold that
       // ended otherwise, a placeholder that ran out, has none).
       const nextTake = went ? takes.find((t) => t.node === aim.node && t.land > went.land) : undefined;
@@ -386,9 +385,9 @@ export function analysePredictions(events: readonly TraceEvent[]): PredictionFig
           )
         : undefined;
       // An aim sent again after it came early went for the same release: its cost is the first's.
-      const first = releasedBy !== undefined && !aimedAt.has(`${aim.pid} ${releasedBy.land}`);
-      if (releasedBy !== undefined && first && aim.rtt > 0) {
-        aimedAt.add(`${aim.pid} ${releasedBy.land}`);
+      const aimKey = releasedBy && `${aim.pid} ${releasedBy.land}`;
+      if (releasedBy && aimKey && !aimedAt.has(aimKey) && aim.rtt > 0) {
+        aimedAt.add(aimKey);
         landed.push({ offset: releasedBy.land - aim.land, rtt: aim.rtt });
       }
       if (taken === 1) aims.taken++;
