@@ -130,8 +130,13 @@ export interface TraceFigures {
   /** Handoffs the next holder won with one take, and with more than one. */
   oneTake: number;
   moreTakes: number;
-  /** Handoffs whose winning take was aimed at the release, and those whose take followed a poll that took the gate. */
+  /**
+   * Handoffs by their winning take: aimed at the release (the gate asked with the other nodes), the
+   * nodes asked again after an aimed take of the same handoff (those that said "held" while the
+   * gate was taken), or a take that followed a poll that took the gate.
+   */
   aimed: { count: number; gap: Quantiles };
+  askedAgain: { count: number; gap: Quantiles };
   afterPoll: { count: number; gap: Quantiles };
   /**
    * Handoffs whose next holder's last take of the gate found it free with no release through the
@@ -191,7 +196,12 @@ export function analyseTrace(events: readonly TraceEvent[], quorum: number): Tra
     else byPid.set(e.pid, [e]);
   }
   const gaps: number[] = [];
-  const gapsBy = { aimed: [] as number[], afterPoll: [] as number[], unreleased: [] as number[] };
+  const gapsBy = {
+    aimed: [] as number[],
+    askedAgain: [] as number[],
+    afterPoll: [] as number[],
+    unreleased: [] as number[],
+  };
   const offsets: number[] = [];
   const toQuorum: number[] = [];
   const sections: number[] = [];
@@ -234,10 +244,13 @@ export function analyseTrace(events: readonly TraceEvent[], quorum: number): Tra
     const last = takes.at(-1);
     if (last === undefined) continue;
     const won = last.first;
-    const aimed = sends.some(
-      (x) => x.command === "EVALSHA" && x.at >= last.first - WITH_TAKE_MS && x.at <= last.last + WITH_TAKE_MS,
+    const withGate = takes.map((take) =>
+      sends.some(
+        (x) => x.command === "EVALSHA" && x.at >= take.first - WITH_TAKE_MS && x.at <= take.last + WITH_TAKE_MS,
+      ),
     );
-    (aimed ? gapsBy.aimed : gapsBy.afterPoll).push(gap);
+    const aimed = withGate.at(-1) === true;
+    (aimed ? gapsBy.aimed : withGate.includes(true) ? gapsBy.askedAgain : gapsBy.afterPoll).push(gap);
     if (takes.length > 1) {
       moreTakes++;
       continue;
@@ -256,6 +269,7 @@ export function analyseTrace(events: readonly TraceEvent[], quorum: number): Tra
     oneTake,
     moreTakes,
     aimed: { count: gapsBy.aimed.length, gap: quantiles(gapsBy.aimed) },
+    askedAgain: { count: gapsBy.askedAgain.length, gap: quantiles(gapsBy.askedAgain) },
     afterPoll: { count: gapsBy.afterPoll.length, gap: quantiles(gapsBy.afterPoll) },
     unreleased: { count: gapsBy.unreleased.length, gap: quantiles(gapsBy.unreleased) },
     takeOffset: quantiles(offsets),
@@ -451,6 +465,9 @@ if (process.argv[1]?.endsWith("isolate-trace.ts") && import.meta.url === pathToF
     if (f.oneTake + f.moreTakes > 0) {
       console.log(`  won with one take: ${f.oneTake}; with more: ${f.moreTakes}`);
       console.log(`  won by a take aimed at the release: ${f.aimed.count}, release() → grant ${show(f.aimed.gap)}`);
+      console.log(
+        `  won by nodes asked again after an aimed take: ${f.askedAgain.count}, release() → grant ${show(f.askedAgain.gap)}`,
+      );
       console.log(`  won after a poll took the gate: ${f.afterPoll.count}, release() → grant ${show(f.afterPoll.gap)}`);
       if (f.unreleased.count > 0)
         console.log(

@@ -87,6 +87,26 @@ describe("the isolates trace analysis", () => {
     expect(f.takeOffset.mean).toBe(-10);
   });
 
+  it("tells a handoff won by nodes asked again after an aimed take from one won after a poll", () => {
+    const text = [
+      "1000 a granted",
+      "1050 a release",
+      ...take("b", 1055, [20, 20, 20, 20, 20]), // aimed: the gate takes, two far nodes say "held"
+      // Those two asked again: SETs alone, the gate already b's.
+      ...["3", "4"].flatMap((node) => [`1085 b send ${node} SET`, `1105 b recv ${node} SET`]),
+      "1106 b granted",
+    ].join("\n");
+    const f = analyseTrace(parseTrace(text), 3);
+    expect(f.askedAgain).toEqual({ count: 1, gap: expect.objectContaining({ mean: 56 }) });
+    expect(f.aimed.count).toBe(0);
+    expect(f.afterPoll.count).toBe(0);
+    expect(f.moreTakes).toBe(1);
+    // Negative control: without the gate's script beside the first SETs, that take followed a poll.
+    const polled = analyseTrace(parseTrace(text.replace(/ 5 EVALSHA/g, " 5 GET")), 3);
+    expect(polled.afterPoll.count).toBe(1);
+    expect(polled.askedAgain.count).toBe(0);
+  });
+
   it("negative control: grants far from any release are not handoffs", () => {
     const text = ["1000 a granted", "1050 a release", "5000 b granted", "5050 b release"].join("\n");
     const f = analyseTrace(parseTrace(text), 3);
