@@ -295,7 +295,10 @@ export interface PredictionFigures {
    * early is sent again at once, a round trip (its own) later, until one lands after the release;
    * the cost of an aim is how long after the release that one landed. `asAimed` as the aims went;
    * `bestShift` with every aim moved by the one shift (ms, positive: later) that costs least, the
-   * nearest to 0 among equals: what a better margin could save with the same predictions.
+   * nearest to 0 among equals: what a better margin could save with the same predictions. The
+   * shift is looked for within half the aims' median round trip each way: a shift of a whole round
+   * trip only trades each aim for the one sent again after it, at the price of a take's requests,
+   * which this cost leaves out.
    */
   aimCost: {
     count: number;
@@ -304,9 +307,6 @@ export interface PredictionFigures {
     bestShift: { shiftMs: number; meanMs: number; early: number };
   };
 }
-
-/** How far {@link PredictionFigures.aimCost}'s best shift is looked for, each way, in ms. */
-const MAX_SHIFT_MS = 100;
 
 /** The mean cost of aims that landed `offset` before their release, each moved later by `shift` (see `aimCost`). */
 function aimCostAt(aims: readonly { offset: number; rtt: number }[], shift: number): { meanMs: number; early: number } {
@@ -420,7 +420,8 @@ export function analysePredictions(events: readonly TraceEvent[]): PredictionFig
     }
   }
   let bestShift = { shiftMs: 0, ...aimCostAt(landed, 0) };
-  for (let step = 1; step <= 2 * MAX_SHIFT_MS; step++) {
+  const maxShiftMs = quantiles(landed.map((a) => a.rtt)).p50 / 2;
+  for (let step = 1; step / 2 <= maxShiftMs; step++) {
     for (const shiftMs of [step / 2, -step / 2]) {
       const cost = aimCostAt(landed, shiftMs);
       if (cost.meanMs < bestShift.meanMs) bestShift = { shiftMs, ...cost };
