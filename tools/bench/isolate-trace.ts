@@ -296,9 +296,9 @@ export interface PredictionFigures {
    * the cost of an aim is how long after the release that one landed. `asAimed` as the aims went;
    * `bestShift` with every aim moved by the one shift (ms, positive: later) that costs least, the
    * nearest to 0 among equals: what a better margin could save with the same predictions. The
-   * shift is looked for within half the aims' median round trip each way: a shift of a whole round
-   * trip only trades each aim for the one sent again after it, at the price of a take's requests,
-   * which this cost leaves out.
+   * shift is looked for within half the aims' median round trip of the one that lands the median
+   * aim on its release: further, it only trades aims for the ones sent again a round trip after
+   * them, at the price of a take's requests, which this cost leaves out.
    */
   aimCost: {
     count: number;
@@ -420,12 +420,13 @@ export function analysePredictions(events: readonly TraceEvent[]): PredictionFig
     }
   }
   let bestShift = { shiftMs: 0, ...aimCostAt(landed, 0) };
-  const maxShiftMs = quantiles(landed.map((a) => a.rtt)).p50 / 2;
-  for (let step = 1; step / 2 <= maxShiftMs; step++) {
-    for (const shiftMs of [step / 2, -step / 2]) {
-      const cost = aimCostAt(landed, shiftMs);
-      if (cost.meanMs < bestShift.meanMs) bestShift = { shiftMs, ...cost };
-    }
+  const centre = quantiles(landed.map((a) => a.offset)).p50;
+  const reach = quantiles(landed.map((a) => a.rtt)).p50 / 2;
+  const shifts: number[] = [];
+  for (let half = Math.ceil(2 * (centre - reach)); half <= 2 * (centre + reach); half++) shifts.push(half / 2);
+  for (const shiftMs of shifts.sort((a, b) => Math.abs(a) - Math.abs(b))) {
+    const cost = aimCostAt(landed, shiftMs);
+    if (cost.meanMs < bestShift.meanMs) bestShift = { shiftMs, ...cost };
   }
   return {
     established: { ...quantiles(established), count: established.length },

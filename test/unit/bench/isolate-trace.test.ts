@@ -212,6 +212,19 @@ describe("the isolates trace analysis", () => {
     expect(aimCost.asAimed).toEqual({ meanMs: (35 + 3 + 7) / 3, early: 1 });
     // Every aim 5 ms later: b's lands with the release, c's and d's 8 and 12 ms after it.
     expect(aimCost.bestShift).toEqual({ shiftMs: 5, meanMs: (0 + 8 + 12) / 3, early: 0 });
+    // Aims late by more than half their round trip: the best shift is the whole lateness, sooner.
+    const late = [
+      ...gate("a", 1000, 1020, "gate:take", "1,0,-2,-1"),
+      ...gate("b", 1030, 1040, "gate:take", "0,0,9970,40"),
+      ...gate("a", 1070, 1080, "gate-release"), // lands at 1075
+      ...gate("b", 1100, 1110, "gate:aim", "1,0,-2,0"), // lands at 1105: 30 ms late
+      ...gate("c", 1120, 1130, "gate:take", "0,0,9980,40"),
+      ...gate("b", 1150, 1160, "gate-release"), // lands at 1155
+      ...gate("c", 1180, 1190, "gate:aim", "1,0,-2,0"), // lands at 1185: 30 ms late
+    ].join("\n");
+    const lateCost = analysePredictions(parseTrace(late)).aimCost;
+    expect(lateCost.asAimed).toEqual({ meanMs: 30, early: 0 });
+    expect(lateCost.bestShift).toEqual({ shiftMs: -30, meanMs: 0, early: 0 });
     // Negative control: with no release through the gate, no aim is priced.
     const none = analysePredictions(parseTrace(text.replace(/ gate-release/g, " release")));
     expect(none.aimCost.count).toBe(0);
